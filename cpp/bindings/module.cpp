@@ -1,0 +1,156 @@
+// rad._core: thin, zero-copy pybind11 bindings. Arrays arrive validated, contiguous and
+// of the exact dtype (python/rad/_cpp_backend.py); the GIL is released around kernels.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <tuple>
+
+#include "rad/depround.hpp"
+#include "rad/game.hpp"
+#include "rad/radix_sort.hpp"
+
+namespace py = pybind11;
+using rad::Losses;
+using rad::Params;
+
+template <class T>
+using Arr = py::array_t<T, py::array::c_style>;
+using OptLosses = std::optional<Arr<double>>;
+using ParamTuple = std::tuple<int, double, double, double, double, double>;
+
+namespace {
+
+Losses make_losses(const OptLosses& losses, double w) {
+    Losses L;
+    if (losses) L.values = losses->data();
+    L.w = w;
+    return L;
+}
+
+Params make_params(const ParamTuple& t) {
+    Params p;
+    p.fill_loss = std::get<0>(t) != 0;
+    p.nu = std::get<1>(t);
+    p.gain_cut = std::get<2>(t);
+    p.gain_frac = std::get<3>(t);
+    p.loss_cut = std::get<4>(t);
+    p.loss_frac = std::get<5>(t);
+    return p;
+}
+
+py::array_t<std::int64_t> to_array(std::vector<std::int64_t>&& v) {
+    auto* heap = new std::vector<std::int64_t>(std::move(v));
+    py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<std::int64_t>*>(p); });
+    return py::array_t<std::int64_t>(static_cast<py::ssize_t>(heap->size()), heap->data(), owner);
+}
+
+template <class T>
+void bind_for(py::module_& m) {
+    m.def("first_invalid", [](Arr<T> x, int threads) {
+        const T* p = x.data();
+        const std::int64_t n = x.size();
+        py::gil_scoped_release nogil;
+        return rad::first_invalid(p, n, threads);
+    }, py::arg("x").noconvert(), py::arg("threads"));
+
+    m.def("argsort", [](Arr<T> x, bool descending, int threads) {
+        const std::int64_t n = x.size();
+        py::array_t<std::int64_t> perm(n);
+        const T* p = x.data();
+        std::int64_t* out = perm.mutable_data();
+        {
+            py::gil_scoped_release nogil;
+            rad::radix_argsort(p, n, descending, out, threads);
+        }
+        return perm;
+    }, py::arg("x").noconvert(), py::arg("descending"), py::arg("threads"));
+
+    m.def("theorem1_scan", [](Arr<T> g, OptLosses losses, double w, Arr<std::int64_t> perm, double m, int threads) {
+        const Losses L = make_losses(losses, w);
+        const T* gp = g.data();
+        const std::int64_t* pp = perm.data();
+        const std::int64_t n = g.size();
+        py::gil_scoped_release nogil;
+        auto r = rad::theorem1_scan(gp, L, pp, n, m, threads);
+        return std::make_tuple(r.kstar, r.g_total);
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("perm"), py::arg("m"), py::arg("threads"));
+
+    m.def("support_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
+        const Losses L = make_losses(losses, w);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        py::gil_scoped_release nogil;
+        auto r = rad::support_sums(gp, L, n, tau, threads);
+        return std::make_tuple(r.h, r.g, r.count, r.min_a);
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("tau"), py::arg("threads"));
+
+    m.def("support_stats", [](Arr<T> g, OptLosses losses, double w, ParamTuple params, int threads) {
+        const Losses L = make_losses(losses, w);
+        const Params P = make_params(params);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        py::gil_scoped_release nogil;
+        return rad::support_stats(gp, L, n, P, threads);
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("threads"));
+
+    m.def("materialize", [](Arr<T> g, OptLosses losses, double w, ParamTuple params, int threads) {
+        const Losses L = make_losses(losses, w);
+        const Params P = make_params(params);
+        const std::int64_t n = g.size();
+        py::array_t<double> out(n);
+        const T* gp = g.data();
+        double* op = out.mutable_data();
+        {
+            py::gil_scoped_release nogil;
+            rad::materialize(gp, L, n, P, op, threads);
+        }
+        return out;
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("threads"));
+
+    m.def("depround_params", [](Arr<T> g, OptLosses losses, double w, ParamTuple params, std::int64_t b,
+                                std::uint64_t key, int threads) {
+        const Losses L = make_losses(losses, w);
+        const Params P = make_params(params);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        std::vector<std::int64_t> out;
+        {
+            py::gil_scoped_release nogil;
+            out = rad::depround(n, b, key, threads, [&](std::int64_t i) {
+                const double gi = gp[i];
+                return rad::probability(gi, L.at(i, gi), P);
+            });
+        }
+        return to_array(std::move(out));
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("b"),
+       py::arg("key"), py::arg("threads"));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "rad's compiled kernels (C++17, OpenMP). Use the rad package, not this module.";
+    bind_for<float>(m);
+    bind_for<double>(m);
+    m.def("depround_q", [](Arr<double> q, std::int64_t b, std::uint64_t key, int threads) {
+        const double* qp = q.data();
+        const std::int64_t n = q.size();
+        std::vector<std::int64_t> out;
+        {
+            py::gil_scoped_release nogil;
+            out = rad::depround(n, b, key, threads, [&](std::int64_t i) { return qp[i]; });
+        }
+        return to_array(std::move(out));
+    }, py::arg("q").noconvert(), py::arg("b"), py::arg("key"), py::arg("threads"));
+    m.attr("BLOCK") = rad::kBlock;
+    m.attr("has_openmp") = rad::has_openmp();
+    m.def("max_threads", []() {
+#ifdef RAD_HAVE_OPENMP
+        return omp_get_max_threads();
+#else
+        return 1;
+#endif
+    });
+}

@@ -1,0 +1,193 @@
+// The O(n) kernels of the solver (policy lives in python/rad/_solver.py).
+// Every floating-point expression mirrors python/rad/_numpy_backend.py operation by
+// operation (the build disables FMA contraction), so all backends agree bit for bit.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "rad/parallel.hpp"
+
+namespace rad {
+
+// Where the losses come from: an explicit array, or w * gain (RAD losses).
+struct Losses {
+    const double* values = nullptr;
+    double w = 0.0;
+    double at(std::int64_t i, double g) const { return values ? values[i] : w * g; }
+};
+
+// The five scalars of a solution (python/rad/_solution.py, Params).
+struct Params {
+    bool fill_loss = false;
+    double nu = 0.0;
+    double gain_cut = std::numeric_limits<double>::infinity();
+    double gain_frac = 0.0;
+    double loss_cut = std::numeric_limits<double>::infinity();
+    double loss_frac = 0.0;
+};
+
+// Inclusion probability of one point (the rule documented in rad._solution).
+inline double probability(double g, double l, const Params& p) {
+    const double a = g + l;
+    const double cap = (a <= p.nu) ? 1.0 : p.nu / a;
+    if (!p.fill_loss) {
+        if (g > p.gain_cut) return cap;
+        if (g == p.gain_cut) return p.gain_frac * cap;
+        return 0.0;
+    }
+    if (l < p.loss_cut) return 1.0;
+    if (l == p.loss_cut) return cap + p.loss_frac * (1.0 - cap);
+    return cap;
+}
+
+// Index of the first NaN, infinite or negative value, or -1.
+template <class T>
+std::int64_t first_invalid(const T* x, std::int64_t n, int threads) {
+    const std::int64_t nb = num_blocks(n);
+    std::vector<std::int64_t> first(static_cast<size_t>(nb), -1);
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
+        bool bad = false;
+        for (std::int64_t i = lo; i < hi; ++i) bad |= !(x[i] >= T(0) && x[i] <= std::numeric_limits<T>::max());
+        if (!bad) return;
+        for (std::int64_t i = lo; i < hi; ++i)
+            if (!(x[i] >= T(0) && x[i] <= std::numeric_limits<T>::max())) {
+                first[blk] = i;
+                return;
+            }
+    });
+    for (std::int64_t f : first)
+        if (f >= 0) return f;
+    return -1;
+}
+
+struct ScanResult {
+    std::int64_t kstar;
+    double g_total;
+};
+
+// Theorem 1's k* in descending-gain order `perm`: a tie group starting at position p
+// joins iff g_p * H_p >= G_p - m (exclusive canonical prefix sums of 1/a and g/a).
+template <class T>
+ScanResult theorem1_scan(const T* g, Losses L, const std::int64_t* perm, std::int64_t n, double m, int threads) {
+    auto term = [&](std::int64_t pos, double* t) {
+        const std::int64_t i = perm[pos];
+        const double gi = g[i];
+        const double a = gi + L.at(i, gi);
+        t[0] = a > 0 ? 1.0 / a : 0.0;
+        t[1] = a > 0 ? gi / a : 0.0;
+    };
+    CanonicalSums<2, decltype(term)> sums(n, threads, term);
+    const std::int64_t nb = num_blocks(n);
+    std::vector<std::int64_t> fail(static_cast<size_t>(nb), n);
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
+        const double off_h = sums.offsets[blk * 2], off_g = sums.offsets[blk * 2 + 1];
+        double acc_h = 0.0, acc_g = 0.0, t[2];
+        for (std::int64_t p = lo; p < hi; ++p) {
+            const double gp = g[perm[p]];
+            if (p == 0 || gp != static_cast<double>(g[perm[p - 1]])) {
+                const double h_excl = p == 0 ? 0.0 : (p == lo ? off_h : acc_h + off_h);
+                const double g_excl = p == 0 ? 0.0 : (p == lo ? off_g : acc_g + off_g);
+                if (!(gp * h_excl >= g_excl - m)) {
+                    fail[blk] = p;
+                    return;
+                }
+            }
+            term(p, t);
+            acc_h += t[0];
+            acc_g += t[1];
+        }
+    });
+    std::int64_t kstar = n;
+    for (std::int64_t f : fail) kstar = std::min(kstar, f);
+    return {kstar, sums.grand[1]};
+}
+
+struct SupportSums {
+    double h, g;
+    std::int64_t count;
+    double min_a;
+};
+
+// Over points with g >= tau and a > 0, original order: sum 1/a, sum g/a, count, min a.
+template <class T>
+SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
+    auto term = [&](std::int64_t i, double* t) {
+        const double gi = g[i];
+        const double a = gi + L.at(i, gi);
+        const bool in = gi >= tau && a > 0;
+        t[0] = in ? 1.0 / a : 0.0;
+        t[1] = in ? gi / a : 0.0;
+    };
+    CanonicalSums<2, decltype(term)> sums(n, threads, term);
+    const std::int64_t nb = num_blocks(n);
+    std::vector<std::int64_t> counts(static_cast<size_t>(nb), 0);
+    std::vector<double> mins(static_cast<size_t>(nb), std::numeric_limits<double>::infinity());
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
+        std::int64_t c = 0;
+        double mn = std::numeric_limits<double>::infinity();
+        for (std::int64_t i = lo; i < hi; ++i) {
+            const double gi = g[i];
+            const double a = gi + L.at(i, gi);
+            if (gi >= tau && a > 0) {
+                ++c;
+                mn = std::min(mn, a);
+            }
+        }
+        counts[blk] = c;
+        mins[blk] = mn;
+    });
+    SupportSums out{sums.grand[0], sums.grand[1], 0, std::numeric_limits<double>::infinity()};
+    for (std::int64_t blk = 0; blk < nb; ++blk) {
+        out.count += counts[blk];
+        out.min_a = std::min(out.min_a, mins[blk]);
+    }
+    return out;
+}
+
+// Number of q_i > 0 and the smallest gain among them.
+template <class T>
+std::pair<std::int64_t, double> support_stats(const T* g, Losses L, std::int64_t n, const Params& P, int threads) {
+    const std::int64_t nb = num_blocks(n);
+    std::vector<std::int64_t> counts(static_cast<size_t>(nb), 0);
+    std::vector<double> mins(static_cast<size_t>(nb), std::numeric_limits<double>::infinity());
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
+        std::int64_t c = 0;
+        double mn = std::numeric_limits<double>::infinity();
+        for (std::int64_t i = lo; i < hi; ++i) {
+            const double gi = g[i];
+            if (probability(gi, L.at(i, gi), P) > 0) {
+                ++c;
+                mn = std::min(mn, gi);
+            }
+        }
+        counts[blk] = c;
+        mins[blk] = mn;
+    });
+    std::int64_t c = 0;
+    double mn = std::numeric_limits<double>::infinity();
+    for (std::int64_t blk = 0; blk < nb; ++blk) {
+        c += counts[blk];
+        mn = std::min(mn, mins[blk]);
+    }
+    return {c, mn};
+}
+
+template <class T>
+void materialize(const T* g, Losses L, std::int64_t n, const Params& P, double* out, int threads) {
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
+        for (std::int64_t i = lo; i < hi; ++i) {
+            const double gi = g[i];
+            out[i] = probability(gi, L.at(i, gi), P);
+        }
+    });
+}
+
+}  // namespace rad

@@ -1,0 +1,79 @@
+// Fixed-size blocks and the canonical summation order (mirrors canonical_prefix in
+// python/rad/_numpy_backend.py): sequential inside aligned blocks of kBlock items,
+// block totals summed sequentially. Results do not depend on the thread count.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#ifdef RAD_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+namespace rad {
+
+constexpr std::int64_t kBlock = std::int64_t{1} << 16;
+
+inline std::int64_t num_blocks(std::int64_t n) { return (n + kBlock - 1) / kBlock; }
+
+inline bool has_openmp() {
+#ifdef RAD_HAVE_OPENMP
+    return true;
+#else
+    return false;
+#endif
+}
+
+inline int thread_id() {
+#ifdef RAD_HAVE_OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+// Run body(block) for every block, on up to `threads` threads.
+template <class Body>
+void for_each_block(std::int64_t n, int threads, Body&& body) {
+    const std::int64_t nb = num_blocks(n);
+#ifdef RAD_HAVE_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads)) if (nb > 1 && threads > 1)
+#endif
+    for (std::int64_t blk = 0; blk < nb; ++blk) body(blk);
+}
+
+// Canonical sums of K quantities: per-block sequential totals, then offsets.
+// term(i, out) writes the K terms of item i.
+template <int K, class Term>
+struct CanonicalSums {
+    std::vector<double> totals;   // nb * K, block totals
+    std::vector<double> offsets;  // nb * K, exclusive block offsets (sequential)
+    double grand[K];              // canonical grand totals
+
+    CanonicalSums(std::int64_t n, int threads, Term term) {
+        const std::int64_t nb = num_blocks(n);
+        totals.assign(static_cast<size_t>(nb * K), 0.0);
+        offsets.assign(static_cast<size_t>(nb * K), 0.0);
+        for_each_block(n, threads, [&](std::int64_t blk) {
+            double acc[K] = {};
+            double t[K];
+            const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
+            for (std::int64_t i = lo; i < hi; ++i) {
+                term(i, t);
+                for (int k = 0; k < K; ++k) acc[k] += t[k];
+            }
+            for (int k = 0; k < K; ++k) totals[blk * K + k] = acc[k];
+        });
+        for (int k = 0; k < K; ++k) {
+            double run = 0.0;
+            for (std::int64_t blk = 0; blk < nb; ++blk) {
+                offsets[blk * K + k] = run;
+                run += totals[blk * K + k];
+            }
+            // numpy: prefix[n-1] = offset[last] + local[last] = offset[last] + total[last]
+            grand[k] = nb ? offsets[(nb - 1) * K + k] + totals[(nb - 1) * K + k] : 0.0;
+        }
+    }
+};
+
+}  // namespace rad

@@ -1,0 +1,53 @@
+"""rad: Robust Active Distillation.
+
+Choose which points of a large unlabeled pool a teacher should soft-label so that a
+student learns the most while being misled the least (the minimax selection of
+"Robust Active Distillation", ICLR 2023, solved exactly for a batch of ``b`` points).
+
+>>> import numpy as np, rad
+>>> gains = np.random.default_rng(0).random(10_000, dtype=np.float32)
+>>> idx = rad.select(gains, m=3_000, b=100, rng=0)
+>>> idx.shape
+(100,)
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NetHarmWarning",
+    "Solution",
+    "__version__",
+    "backends",
+    "depround",
+    "select",
+    "solve",
+]
+
+# Attributes resolved on first use, so that ``import rad.verify`` (or a helper module)
+# does not pay for loading the backends.
+_LAZY = {
+    "select": "rad._api",
+    "solve": "rad._api",
+    "depround": "rad._api",
+    "backends": "rad._backends",
+    "Solution": "rad._solution",
+    "NetHarmWarning": "rad._solution",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rad' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

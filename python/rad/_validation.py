@@ -1,0 +1,82 @@
+"""Input checks, run before any kernel (DESIGN §2, "Bad input").
+
+Every failure names the argument and, for values, the first offending index.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["as_float_vector", "check_budget", "check_mistakes", "check_values", "check_w"]
+
+
+def as_float_vector(x: object, name: str) -> np.ndarray:
+    """Return ``x`` as a 1-D float32/float64 array, without copying when it already is one.
+
+    Contiguous float32/float64 input (including read-only arrays and memory maps) is
+    passed through untouched; other real dtypes (integers, bool, float16) are converted
+    to float64; non-numeric and complex input is a ``TypeError``.
+    """
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} must be a real numeric array, got dtype {arr.dtype} "
+            f"({type(x).__name__})"
+        )
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float64)
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    return arr
+
+
+def check_values(arr: np.ndarray, name: str, first_invalid: Callable[[np.ndarray], int]) -> None:
+    """Raise ``ValueError`` naming the first NaN, infinite or negative entry of ``arr``."""
+    bad = first_invalid(arr)
+    if bad >= 0:
+        v = arr[bad]
+        kind = "NaN" if np.isnan(v) else ("infinite" if np.isinf(v) else "negative")
+        raise ValueError(
+            f"{name} must be finite and non-negative; {name}[{bad}] = {v!r} is {kind}"
+        )
+
+
+def check_mistakes(m: object, n: int) -> float:
+    """``m`` as a float in ``[0, n]``."""
+    if isinstance(m, (bool, np.bool_)) or not isinstance(m, numbers.Real):
+        raise TypeError(f"m must be a real number, got {type(m).__name__}")
+    mf = float(m)
+    if not np.isfinite(mf) or mf < 0 or mf > n:
+        raise ValueError(f"m (the teacher's mistakes in the pool) must be in [0, n={n}], got {m!r}")
+    return mf
+
+
+def check_budget(b: object, n: int) -> int:
+    """``b`` as an int in ``[0, n]``; floats are accepted only when integral."""
+    if isinstance(b, (bool, np.bool_)):
+        raise TypeError("b must be an integer, got bool")
+    if isinstance(b, numbers.Integral):
+        bi = operator.index(b)
+    elif isinstance(b, numbers.Real) and float(b).is_integer():
+        bi = int(b)
+    else:
+        raise TypeError(f"b (the budget) must be an integer, got {b!r}")
+    if bi < 0 or bi > n:
+        raise ValueError(f"b (the budget) must be in [0, n={n}], got {bi}")
+    return bi
+
+
+def check_w(w: object) -> float:
+    """``w`` as a finite float >= 0."""
+    if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Real):
+        raise TypeError(f"w must be a real number, got {type(w).__name__}")
+    wf = float(w)
+    if not np.isfinite(wf) or wf < 0:
+        raise ValueError(f"w (the loss weight) must be finite and >= 0, got {w!r}")
+    return wf

@@ -1,0 +1,270 @@
+"""Linear-programming oracle for the robust-distillation game (DESIGN §1).
+
+A slow, independent reference for the solver: the batch game
+
+    max_{q in [0,1]^n, sum q = b}  min_{c in [0,1]^n, sum c = n - m}  sum_i q_i (c_i a_i - l_i)
+
+is turned into a single LP by dualising the adversary. For fixed ``q`` the adversary solves
+``max_u sum_i u_i q_i a_i`` over ``u in [0,1]^n, sum u = m`` (``u = 1 - c``), whose LP dual
+is ``min_{nu, s >= 0} m nu + sum_i s_i`` subject to ``s_i >= q_i a_i - nu``. Hence
+
+    OPT_b = max  sum_i q_i g_i - m nu - sum_i s_i
+            s.t. q_i a_i - nu - s_i <= 0,  0 <= q_i <= 1,  sum_i q_i = b,  s >= 0,  nu free.
+
+The multipliers ``u_i >= 0`` of the first ``n`` constraints form the adversary's
+equilibrium strategy: the dual of this LP is ``min_u (sum of the b largest g_i - u_i a_i)``
+over ``u in [0,1]^n, sum u = m`` (the ``nu`` column forces ``sum u = m``, the ``s_i``
+columns force ``u_i <= 1``), i.e. the adversary moving first. :func:`lp_batch` returns
+``c = 1 - u``.
+
+The LP has ``2n + 1`` variables; it is meant for tests on small pools. Large pools are
+checked by :mod:`rad.verify.certificate` instead.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
+from scipy.optimize import linprog
+
+__all__ = ["LPSolution", "lp_batch", "lp_single_draw"]
+
+#: HiGHS options: the tightest feasibility tolerances it accepts (1e-10; smaller values are
+#: rejected with "Invalid option value") and a tight IPM optimality tolerance. The data are
+#: rescaled so that max(a) = 1 before solving, so these tolerances are relative.
+_HIGHS_OPTIONS = {
+    "primal_feasibility_tolerance": 1e-10,
+    "dual_feasibility_tolerance": 1e-10,
+    "ipm_optimality_tolerance": 1e-12,
+    "presolve": True,
+}
+import os
+if os.environ.get("LPSMALL"):
+    _HIGHS_OPTIONS["small_matrix_value"] = float(os.environ["LPSMALL"])
+
+
+@dataclass(frozen=True)
+class LPSolution:
+    """Solution of the batch game by linear programming.
+
+    Attributes
+    ----------
+    value : float
+        The game value ``OPT_b`` (the LP optimum).
+    probabilities : numpy.ndarray, shape (n,), float64
+        The sampler's optimal inclusion probabilities ``q`` (``0 <= q <= 1``, sum ``b`` up
+        to the solver tolerance).
+    adversary : numpy.ndarray, shape (n,), float64
+        An equilibrium adversary ``c = 1 - u`` recovered from the LP duals (entries in
+        ``[0, 1]``, sum ``n - m`` up to the solver tolerance).
+    status : str
+        HiGHS's termination message.
+    """
+
+    value: float
+    probabilities: NDArray[np.float64]
+    adversary: NDArray[np.float64]
+    status: str
+
+
+def _resolve(
+    gains: ArrayLike, m: float, b: int, losses: ArrayLike | None, w: float | None
+) -> tuple[NDArray[np.float64], NDArray[np.float64], float, int]:
+    """Validate the inputs and return ``(g, l, m, b)`` as float64 arrays and scalars."""
+    g = np.asarray(gains, dtype=np.float64)
+    if g.ndim != 1:
+        raise ValueError(f"gains must be a 1-D array, got shape {g.shape}")
+    n = g.shape[0]
+    if n == 0:
+        raise ValueError("gains must be non-empty")
+    if not np.all(np.isfinite(g)):
+        raise ValueError("gains contains NaN or inf")
+    if np.any(g < 0):
+        raise ValueError("gains must be non-negative")
+
+    if isinstance(m, bool) or not isinstance(m, numbers.Real):
+        raise TypeError(f"m must be a real number, got {type(m).__name__}")
+    mf = float(m)
+    if not (0.0 <= mf <= n):
+        raise ValueError(f"m must lie in [0, n] = [0, {n}], got {m!r}")
+    if isinstance(b, bool) or not isinstance(b, numbers.Integral):
+        raise TypeError(f"b must be an integer, got {type(b).__name__}")
+    bi = int(b)
+    if not (0 <= bi <= n):
+        raise ValueError(f"b must lie in [0, n] = [0, {n}], got {b!r}")
+
+    if losses is not None and w is not None:
+        raise ValueError("give either losses or w, not both (w defines RAD losses w * gains)")
+    if losses is None:
+        # RAD losses l = w g, default w = 1 - m/n (DESIGN §1).
+        wf = 1.0 - mf / n if w is None else float(w)
+        if not (math.isfinite(wf) and wf >= 0.0):
+            raise ValueError(f"w must be finite and non-negative, got {w!r}")
+        lo = wf * g
+    else:
+        lo = np.asarray(losses, dtype=np.float64)
+        if lo.ndim != 1 or lo.shape[0] != n:
+            raise ValueError(f"losses must have shape ({n},) like gains, got {lo.shape}")
+        if not np.all(np.isfinite(lo)):
+            raise ValueError("losses contains NaN or inf")
+        if np.any(lo < 0):
+            raise ValueError("losses must be non-negative")
+    return g, lo, mf, bi
+
+
+def _scale(a):
+    import os
+    mode = os.environ.get("LPSCALE", "max")
+    pos = a[a > 0]
+    if pos.size == 0:
+        return 1.0
+    if mode == "max":
+        return float(pos.max())
+    if mode == "geo":
+        return float(np.sqrt(pos.max()) * np.sqrt(pos.min()))
+    return 1.0
+
+
+def lp_batch(
+    gains: ArrayLike,
+    m: float,
+    b: int,
+    *,
+    losses: ArrayLike | None = None,
+    w: float | None = None,
+    max_n: int = 2000,
+) -> LPSolution:
+    """Solve the batch game exactly by linear programming (HiGHS).
+
+    Parameters
+    ----------
+    gains : array_like, shape (n,)
+        Non-negative, finite gains ``g``; ``n >= 1``.
+    m : float
+        Number of teacher mistakes, ``0 <= m <= n``; need not be an integer.
+    b : int
+        Batch size, ``0 <= b <= n``.
+    losses : array_like, shape (n,), optional
+        Non-negative losses ``l``. Default: RAD losses ``w * gains``.
+    w : float, optional
+        RAD loss weight, used only when ``losses`` is None. Default ``1 - m/n``.
+    max_n : int, default 2000
+        Refuse pools larger than this (see Raises).
+
+    Returns
+    -------
+    LPSolution
+        The value, the optimal ``q``, the equilibrium ``c`` from the duals, and the status.
+
+    Raises
+    ------
+    ValueError
+        On invalid input, when both ``losses`` and ``w`` are given, or when
+        ``n > max_n``.
+    TypeError
+        If ``b`` is not an integer or ``m`` not a real number.
+    RuntimeError
+        If HiGHS does not report an optimal solution (its message is included).
+
+    Notes
+    -----
+    Formulation (DESIGN §1, adversary dualised with ``nu`` and ``s``)::
+
+        max  g.q - m nu - sum(s)
+        s.t. a_i q_i - nu - s_i <= 0,  0 <= q <= 1,  sum(q) = b,  s >= 0,  nu free.
+
+    The data are divided by ``max(a)`` before solving and the value multiplied back, so the
+    HiGHS tolerances act relative to the largest ``a``.
+    """
+    g, lo, mf, bi = _resolve(gains, m, b, losses, w)
+    n = g.shape[0]
+    if n > max_n:
+        raise ValueError(
+            f"n = {n} exceeds max_n = {max_n}: the LP oracle has O(n) variables "
+            f"(2n + 1) and n + 1 constraints, solved by HiGHS as a general LP "
+            f"(superlinear time), so it is only a reference for small pools; use "
+            f"rad.verify.certificate to check solutions on large pools"
+        )
+    a = g + lo
+    scale = _scale(a)
+    gs, as_ = g / scale, a / scale
+
+    # Variables x = [q_0..q_{n-1}, nu, s_0..s_{n-1}]; linprog minimises, so negate.
+    cost = np.concatenate([-gs, [mf], np.ones(n)])
+    rows = np.arange(n)
+    a_ub = sparse.hstack(
+        [
+            sparse.diags(as_, format="csr"),
+            sparse.csr_matrix(-np.ones((n, 1))),
+            -sparse.identity(n, format="csr"),
+        ],
+        format="csr",
+    )
+    b_ub = np.zeros(n)
+    a_eq = sparse.csr_matrix((np.ones(n), (np.zeros(n, dtype=np.intp), rows)), shape=(1, 2 * n + 1))
+    b_eq = np.array([float(bi)])
+    bounds = [(0.0, 1.0)] * n + [(None, None)] + [(0.0, None)] * n
+
+    res = linprog(
+        cost,
+        A_ub=a_ub,
+        b_ub=b_ub,
+        A_eq=a_eq,
+        b_eq=b_eq,
+        bounds=bounds,
+        method="highs",
+        options=_HIGHS_OPTIONS,
+    )
+    if res.status != 0 or res.x is None:
+        raise RuntimeError(f"HiGHS failed to solve the game LP (status {res.status}): {res.message}")
+
+    q = np.clip(np.asarray(res.x[:n], dtype=np.float64), 0.0, 1.0)
+    # Marginals are d(fun)/d(b_ub) <= 0 for a minimisation; u_i = -marginal_i is the
+    # adversary's mistake mass on i (see module docstring).
+    u = np.clip(-np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0, 1.0)
+    value = -float(res.fun) * scale + 0.0  # + 0.0 turns -0.0 into 0.0
+    return LPSolution(value=value, probabilities=q, adversary=1.0 - u, status=str(res.message))
+
+
+def lp_single_draw(
+    gains: ArrayLike,
+    m: float,
+    *,
+    losses: ArrayLike | None = None,
+    w: float | None = None,
+    max_n: int = 2000,
+) -> LPSolution:
+    """Solve the single-draw game (paper, Theorem 1) by linear programming.
+
+    Equivalent to ``lp_batch(gains, m, 1, losses=losses, w=w, max_n=max_n)``: with
+    ``b = 1`` the constraint ``q <= 1`` is implied and ``q`` is a probability vector.
+
+    Parameters
+    ----------
+    gains : array_like, shape (n,)
+        Non-negative, finite gains ``g``; ``n >= 1``.
+    m : float
+        Number of teacher mistakes, ``0 <= m <= n``.
+    losses : array_like, shape (n,), optional
+        Non-negative losses. Default: RAD losses ``w * gains``.
+    w : float, optional
+        RAD loss weight (only without ``losses``). Default ``1 - m/n``.
+    max_n : int, default 2000
+        Refuse pools larger than this.
+
+    Returns
+    -------
+    LPSolution
+        See :func:`lp_batch`.
+
+    Raises
+    ------
+    ValueError, TypeError, RuntimeError
+        As :func:`lp_batch`.
+    """
+    return lp_batch(gains, m, 1, losses=losses, w=w, max_n=max_n)
