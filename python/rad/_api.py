@@ -164,7 +164,7 @@ def depround(
     over = np.flatnonzero(qa > 1.0)
     if over.shape[0]:
         i = int(over[0])
-        raise ValueError(f"q must be <= 1; q[{i}] = {qa[i]!r}")
+        raise ValueError(f"q must be <= 1; q[{i}] = {qa[i].item()!r}")
     total = math.fsum(qa.tolist()) if qa.shape[0] <= 1 << 20 else float(np.sum(qa, dtype=np.float64))
     b = round(total)
     if abs(total - b) > 1e-6 * max(1.0, total):

@@ -40,7 +40,7 @@ def check_values(arr: np.ndarray, name: str, first_invalid: Callable[[np.ndarray
     """Raise ``ValueError`` naming the first NaN, infinite or negative entry of ``arr``."""
     bad = first_invalid(arr)
     if bad >= 0:
-        v = arr[bad]
+        v = arr[bad].item()
         kind = "NaN" if np.isnan(v) else ("infinite" if np.isinf(v) else "negative")
         raise ValueError(
             f"{name} must be finite and non-negative; {name}[{bad}] = {v!r} is {kind}"

@@ -406,7 +406,8 @@ def _logit_kernel(
     del tol  # logits have no normalisation to check
     top1, top2 = _top2(block, axis)
     _check_logit_max(top1, block, axis, offset)
-    np.subtract(block, top1 if axis == 0 else top1[:, None], out=block)  # z - z1 <= 0
+    with np.errstate(over="ignore"):  # z - z1 may overflow to -inf: exp gives 0, fine
+        np.subtract(block, top1 if axis == 0 else top1[:, None], out=block)  # <= 0
     if what == "entropy":
         np.maximum(block, _LOGIT_FLOOR, out=block)  # -inf -> finite, exp still 0
         e = np.exp(block)

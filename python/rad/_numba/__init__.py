@@ -1,0 +1,1 @@
+"""Numba fallbacks with the same signatures as the C++ kernels (see :mod:`.backend`)."""

@@ -1,0 +1,369 @@
+"""The Numba backend: the C++ kernels again, JIT-compiled (``cache=True``).
+
+Used when the compiled module is missing. Same contract and the same bits as
+:mod:`rad._numpy_backend` (canonical block sums, the counter-based generator, the same
+DepRound decisions).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from rad._rng import MERGE_STREAM, stream_state
+from rad._solution import Params
+
+__all__ = ["BLOCK", "has_openmp", "name"]
+
+name = "numba"
+has_openmp = True
+BLOCK = 1 << 16
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_INF = np.inf
+_jit = nb.njit(cache=True, nogil=True)
+_pjit = nb.njit(cache=True, nogil=True, parallel=True)
+
+
+@_jit
+def _splitmix(z):
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@_jit
+def _uniform(state, counter):
+    z = _splitmix(state + counter * _GOLDEN)
+    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@_jit
+def _loss(losses, has_losses, w, i, g):
+    return losses[i] if has_losses else w * g
+
+
+@_pjit
+def _first_invalid(x):
+    n = x.shape[0]
+    nblk = (n + BLOCK - 1) // BLOCK
+    first = np.full(nblk, -1, np.int64)
+    hi_val = np.finfo(x.dtype).max
+    for blk in nb.prange(nblk):
+        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
+            v = x[i]
+            if not (v >= 0 and v <= hi_val):
+                first[blk] = i
+                break
+    for blk in range(nblk):
+        if first[blk] >= 0:
+            return first[blk]
+    return -1
+
+
+@_pjit
+def _theorem1_scan(g, losses, has_losses, w, perm, m):
+    n = g.shape[0]
+    nblk = (n + BLOCK - 1) // BLOCK
+    tot_h = np.zeros(nblk)
+    tot_g = np.zeros(nblk)
+    for blk in nb.prange(nblk):
+        ah = 0.0
+        ag = 0.0
+        for p in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
+            i = perm[p]
+            gi = np.float64(g[i])
+            a = gi + _loss(losses, has_losses, w, i, gi)
+            if a > 0:
+                ah += 1.0 / a
+                ag += gi / a
+        tot_h[blk] = ah
+        tot_g[blk] = ag
+    off_h = np.zeros(nblk)
+    off_g = np.zeros(nblk)
+    rh = 0.0
+    rg = 0.0
+    for blk in range(nblk):
+        off_h[blk] = rh
+        off_g[blk] = rg
+        rh += tot_h[blk]
+        rg += tot_g[blk]
+    g_total = off_g[nblk - 1] + tot_g[nblk - 1]
+    fail = np.full(nblk, n, np.int64)
+    for blk in nb.prange(nblk):
+        lo = blk * BLOCK
+        ah = 0.0
+        ag = 0.0
+        for p in range(lo, min(n, lo + BLOCK)):
+            i = perm[p]
+            gp = np.float64(g[i])
+            if p == 0 or gp != np.float64(g[perm[p - 1]]):
+                if p == 0:
+                    he = 0.0
+                    ge = 0.0
+                elif p == lo:
+                    he = off_h[blk]
+                    ge = off_g[blk]
+                else:
+                    he = ah + off_h[blk]
+                    ge = ag + off_g[blk]
+                if not (gp * he >= ge - m):
+                    fail[blk] = p
+                    break
+            a = gp + _loss(losses, has_losses, w, i, gp)
+            if a > 0:
+                ah += 1.0 / a
+                ag += gp / a
+    return fail.min(), g_total
+
+
+@_pjit
+def _support_sums(g, losses, has_losses, w, tau):
+    n = g.shape[0]
+    nblk = (n + BLOCK - 1) // BLOCK
+    tot_h = np.zeros(nblk)
+    tot_g = np.zeros(nblk)
+    counts = np.zeros(nblk, np.int64)
+    mins = np.full(nblk, _INF)
+    for blk in nb.prange(nblk):
+        ah = 0.0
+        ag = 0.0
+        c = 0
+        mn = _INF
+        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
+            gi = np.float64(g[i])
+            a = gi + _loss(losses, has_losses, w, i, gi)
+            if gi >= tau and a > 0:
+                ah += 1.0 / a
+                ag += gi / a
+                c += 1
+                mn = min(mn, a)
+            else:
+                ah += 0.0
+                ag += 0.0
+        tot_h[blk] = ah
+        tot_g[blk] = ag
+        counts[blk] = c
+        mins[blk] = mn
+    rh = 0.0
+    rg = 0.0
+    for blk in range(nblk - 1):
+        rh += tot_h[blk]
+        rg += tot_g[blk]
+    return rh + tot_h[nblk - 1], rg + tot_g[nblk - 1], counts.sum(), mins.min()
+
+
+@_jit
+def _probability(g, l, fill_loss, nu, gain_cut, gain_frac, loss_cut, loss_frac):
+    a = g + l
+    cap = 1.0 if a <= nu else nu / a
+    if not fill_loss:
+        if g > gain_cut:
+            return cap
+        if g == gain_cut:
+            return gain_frac * cap
+        return 0.0
+    if l < loss_cut:
+        return 1.0
+    if l == loss_cut:
+        return cap + loss_frac * (1.0 - cap)
+    return cap
+
+
+@_pjit
+def _materialize(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf):
+    n = g.shape[0]
+    out = np.empty(n)
+    for i in nb.prange(n):
+        gi = np.float64(g[i])
+        out[i] = _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
+    return out
+
+
+@_jit
+def _round_sequence(q, lo, hi, state, out, n_out):
+    """DepRound of q[lo:hi]; appends taken indices to out[n_out:]. See _numpy_backend."""
+    counter = np.uint64(0)
+    M = 0.0
+    k = 0.0
+    m_start = 0.0
+    target = 0.0
+    carry = -1
+    pick = -1
+    run_start = lo
+    drawn = False
+    found = False
+    for i in range(lo, hi + 1):
+        at_end = i == hi
+        if not at_end:
+            p = q[i]
+            if p >= 1.0:
+                out[n_out] = i
+                n_out += 1
+                continue
+            if not (p > 0.0):
+                continue
+            Mn = M + p
+            crossing = Mn >= k + 1.0
+            if not crossing:
+                if not drawn:
+                    target = k + _uniform(state, counter)
+                    counter += np.uint64(1)
+                    drawn = True
+                    if m_start > target:
+                        pick = carry
+                        found = True
+                M = Mn
+                if not found and M > target:
+                    pick = i
+                    found = True
+                continue
+        # resolve the run [run_start, i)
+        if not drawn:
+            survivor = carry
+        elif found:
+            survivor = pick
+        else:
+            total = M - k
+            if not (total > 0):
+                survivor = carry
+            else:
+                t2 = k + _uniform(state, counter) * total
+                counter += np.uint64(1)
+                if m_start > t2:
+                    survivor = carry
+                else:
+                    c = m_start
+                    survivor = -1
+                    for j in range(run_start, i):
+                        pj = q[j]
+                        if pj >= 1.0 or not (pj > 0.0):
+                            continue
+                        c += pj
+                        survivor = j
+                        if c > t2:
+                            break
+        if at_end:
+            return n_out, survivor, M - k
+        alpha = 1.0 - (M - k)
+        beta = 1.0 - p
+        if survivor < 0:
+            out[n_out] = i
+            n_out += 1
+            carry = -1
+        else:
+            u = _uniform(state, counter)
+            counter += np.uint64(1)
+            if u * (alpha + beta) < beta:
+                out[n_out] = survivor
+                carry = i
+            else:
+                out[n_out] = i
+                carry = survivor
+            n_out += 1
+        k += 1.0
+        M = Mn
+        m_start = M
+        run_start = i + 1
+        drawn = False
+        found = False
+    return n_out, -1, 0.0  # unreachable
+
+
+@_pjit
+def _round_blocks(q, first_blk, last_blk, states, buf, counts, left_idx, left_mass):
+    n = q.shape[0]
+    for j in nb.prange(last_blk - first_blk):
+        blk = first_blk + j
+        lo = blk * BLOCK
+        hi = min(n, lo + BLOCK)
+        cnt, li, lm = _round_sequence(q, lo, hi, states[j], buf[j], 0)
+        counts[j] = cnt
+        left_idx[blk] = li
+        left_mass[blk] = lm
+
+
+_GROUP = 64  # blocks rounded per parallel batch (bounds the scratch to 32 MB)
+
+
+def _depround_q(q: np.ndarray, b: int, key: int) -> np.ndarray:
+    n = q.shape[0]
+    nblk = -(-n // BLOCK)
+    left_idx = np.full(nblk, -1, np.int64)
+    left_mass = np.zeros(nblk)
+    pieces = []
+    for first in range(0, nblk, _GROUP):
+        last = min(nblk, first + _GROUP)
+        states = np.array([stream_state(key, blk) for blk in range(first, last)], dtype=np.uint64)
+        buf = np.empty((last - first, BLOCK), np.int64)
+        counts = np.zeros(last - first, np.int64)
+        _round_blocks(q, first, last, states, buf, counts, left_idx, left_mass)
+        pieces.extend(buf[j, : counts[j]].copy() for j in range(last - first))
+    keep = left_mass > 0
+    ids, masses = left_idx[keep], left_mass[keep]
+    out = np.empty(ids.shape[0], np.int64)
+    cnt, li, _ = _round_sequence(masses, 0, masses.shape[0], np.uint64(stream_state(key, MERGE_STREAM)), out, 0)
+    pieces.append(ids[out[:cnt]])
+    taken = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+    if taken.shape[0] == b - 1 and li >= 0:
+        taken = np.append(taken, ids[li])
+    taken.sort()
+    if taken.shape[0] != b or (b > 1 and not np.all(np.diff(taken) > 0)):
+        raise RuntimeError(f"internal error: DepRound produced {taken.shape[0]} indices for a budget of {b}")
+    return taken
+
+
+# ------------------------------------------------------------------ kernel contract
+
+
+def _lw(losses):
+    if losses is None:
+        return np.zeros(1), False
+    return np.ascontiguousarray(losses, dtype=np.float64), True
+
+
+def first_invalid(x: np.ndarray, threads: int = 1) -> int:
+    return int(_first_invalid(x))
+
+
+def argsort_desc(g: np.ndarray, threads: int = 1) -> np.ndarray:
+    return np.argsort(-np.asarray(g, dtype=np.float64), kind="stable").astype(np.int64)
+
+
+def argsort_asc(x: np.ndarray, threads: int = 1) -> np.ndarray:
+    return np.argsort(x, kind="stable").astype(np.int64)
+
+
+def theorem1_scan(gains, losses, w, perm, m, threads=1):
+    lv, has = _lw(losses)
+    k, gt = _theorem1_scan(gains, lv, has, float(w), perm, float(m))
+    return int(k), float(gt)
+
+
+def support_sums(gains, losses, w, tau, threads=1):
+    lv, has = _lw(losses)
+    h, g, c, mn = _support_sums(gains, lv, has, float(w), float(tau))
+    return float(h), float(g), int(c), float(mn)
+
+
+def materialize(gains, losses, w, params: Params, threads=1):
+    lv, has = _lw(losses)
+    fill, nu, gc, gf, lc, lf = params.as_tuple()
+    return _materialize(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf)
+
+
+def support_stats(gains, losses, w, params: Params, threads=1):
+    q = materialize(gains, losses, w, params)
+    mask = q > 0
+    count = int(np.count_nonzero(mask))
+    return count, float(np.asarray(gains)[mask].min()) if count else float("inf")
+
+
+def depround_q(q, b, key, threads=1):
+    return _depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key))
+
+
+def depround_params(gains, losses, w, params: Params, b, key, threads=1):
+    return _depround_q(materialize(gains, losses, w, params), int(b), int(key))

@@ -1,0 +1,308 @@
+"""Tests of the LP oracle (``rad.verify.lp``) and the best-response references
+(``rad.verify.game``) against independent facts: the paper's Theorem 1 in exact arithmetic,
+exhaustive enumeration, weak duality, and closed forms at the ends of the ``m`` range.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from naive import (  # noqa: E402
+    naive_game_bruteforce,
+    naive_theorem1,
+    naive_value_bruteforce,
+)
+from strategies import instances  # noqa: E402
+
+from rad.verify import lp as lp_module  # noqa: E402
+from rad.verify.game import adversary_response, adversary_value, sampler_value  # noqa: E402
+from rad.verify.lp import LPSolution, lp_batch, lp_single_draw  # noqa: E402
+
+# The LP is solved to HiGHS tolerances (1e-10 on data scaled to O(1)); observed errors are
+# ~1e-14 * max(a). The absolute term keeps values that are tiny differences of O(max a)
+# quantities (m close to G_n) from demanding more than any floating-point LP can give.
+REL = 1e-8
+ABS = 1e-9
+
+
+def _scale(inst: dict) -> float:
+    a = inst["gains"] + inst["l"]
+    top = float(a.max())
+    return top if top > 0 else 1.0
+
+
+def assert_close(actual: float, expected: float, scale: float) -> None:
+    assert math.isclose(actual, expected, rel_tol=REL, abs_tol=ABS * scale), (
+        f"{actual!r} != {expected!r} (diff {actual - expected:.3e}, scale {scale:.3e})"
+    )
+
+
+def solve(inst: dict, b: int | None = None) -> LPSolution:
+    return lp_batch(
+        inst["gains"], inst["m"], inst["b"] if b is None else b, losses=inst["losses"], w=inst["w"]
+    )
+
+
+# --------------------------------------------------------------------------------------
+# (a) single draw == Theorem 1 (exact rational arithmetic), general losses included.
+
+
+@settings(deadline=None, max_examples=200)
+@given(instances(theorem1=True))
+def test_single_draw_value_matches_theorem1(inst):
+    _, value, _ = naive_theorem1(inst["gains"], inst["m"], losses=inst["l"])
+    sol = lp_single_draw(inst["gains"], inst["m"], losses=inst["losses"], w=inst["w"])
+    assert_close(sol.value, value, _scale(inst))
+
+
+@settings(deadline=None, max_examples=100)
+@given(instances(theorem1=True))
+def test_theorem1_certificates(inst):
+    # Paper's Claims 1 and 2: p* guarantees OPT against every adversary, and the adversary
+    # c*_i = (OPT + l_i)/a_i on the top k*, 1 elsewhere, holds every single draw to OPT.
+    g, lo, m = inst["gains"], inst["l"], inst["m"]
+    p, value, k = naive_theorem1(g, m, losses=lo)
+    assert math.isclose(math.fsum(p), 1.0, rel_tol=1e-12)
+    assert np.count_nonzero(p) == k
+    scale = _scale(inst)
+    assert_close(adversary_value(p, g, m, losses=lo), value, scale)
+    order = sorted(range(len(g)), key=lambda i: (-g[i], i))
+    c = np.ones(len(g))
+    top = order[:k]
+    c[top] = (value + lo[top]) / (g[top] + lo[top])
+    assert np.all(c >= -1e-12) and np.all(c <= 1 + 1e-12)
+    assert math.isclose(math.fsum(c), len(g) - m, rel_tol=1e-9, abs_tol=1e-9)
+    assert_close(sampler_value(c, g, 1, losses=lo), value, scale)
+
+
+# --------------------------------------------------------------------------------------
+# (b) the LP's q is feasible and guarantees the LP value; (e) its dual c is an
+# equilibrium: feasible and holding every sampler to the LP value. By weak duality,
+# adversary_value(q) <= OPT <= sampler_value(c) for any feasible q, c, so (b) and (e)
+# together certify the LP value without trusting the LP.
+
+
+@settings(deadline=None, max_examples=200)
+@given(instances())
+def test_lp_probabilities_attain_value(inst):
+    g, lo, m, b = inst["gains"], inst["l"], inst["m"], inst["b"]
+    sol = solve(inst)
+    q = sol.probabilities
+    assert q.dtype == np.float64 and q.shape == g.shape
+    assert np.all(q >= 0.0) and np.all(q <= 1.0)
+    assert math.isclose(math.fsum(q), b, abs_tol=1e-8)
+    assert_close(adversary_value(q, g, m, losses=lo), sol.value, _scale(inst))
+    assert "Optimal" in sol.status
+
+
+@settings(deadline=None, max_examples=200)
+@given(instances())
+def test_lp_adversary_is_equilibrium(inst):
+    g, lo, m, b = inst["gains"], inst["l"], inst["m"], inst["b"]
+    sol = solve(inst)
+    c = sol.adversary
+    assert c.dtype == np.float64 and c.shape == g.shape
+    assert np.all(c >= 0.0) and np.all(c <= 1.0)
+    assert math.isclose(math.fsum(c), len(g) - m, abs_tol=1e-8)
+    assert_close(sampler_value(c, g, b, losses=lo), sol.value, _scale(inst))
+
+
+# --------------------------------------------------------------------------------------
+# The dualised formulation against the game as a finite matrix game (tiny n).
+
+
+@settings(deadline=None, max_examples=120)
+@given(instances(max_n=6))
+def test_lp_formulation_matches_matrix_game(inst):
+    expected = naive_game_bruteforce(inst["gains"], inst["m"], inst["b"], inst["l"])
+    assert_close(solve(inst).value, expected, _scale(inst))
+
+
+# --------------------------------------------------------------------------------------
+# Closed forms at the ends of the m range.
+
+
+@settings(deadline=None, max_examples=60)
+@given(instances(), st.sampled_from(["none", "all"]))
+def test_extreme_m_closed_forms(inst, which):
+    g, b, n = inst["gains"], inst["b"], inst["gains"].shape[0]
+    m = 0.0 if which == "none" else float(n)
+    sol = lp_batch(g, m, b, losses=inst["losses"], w=inst["w"])
+    if inst["losses"] is not None:
+        lo = inst["losses"]
+    else:  # RAD losses; the default w = 1 - m/n is 1 at m = 0 and 0 at m = n
+        lo = (1.0 - m / n if inst["w"] is None else inst["w"]) * g
+    if which == "none":  # no mistakes: take the b largest gains
+        expected = math.fsum(sorted(g.tolist(), reverse=True)[:b])
+    else:  # every label is wrong: pay the b smallest losses
+        expected = -math.fsum(sorted(lo.tolist())[:b])
+    top = float((g + lo).max())
+    assert_close(sol.value, expected, top if top > 0 else 1.0)
+
+
+# --------------------------------------------------------------------------------------
+# (c) adversary_value / adversary_response against enumeration of the adversary's vertices.
+
+_q_unit = st.floats(0.0, 1.0)
+
+
+@settings(deadline=None, max_examples=150)
+@given(instances(max_n=7, integer_m=True), st.data())
+def test_adversary_value_matches_bruteforce_integer_m(inst, data):
+    g, lo, m = inst["gains"], inst["l"], inst["m"]
+    q = np.array(data.draw(st.lists(_q_unit, min_size=len(g), max_size=len(g))))
+    expected = naive_value_bruteforce(q, g, m, lo)
+    assert_close(adversary_value(q, g, m, losses=lo), expected, _scale(inst))
+
+
+@settings(deadline=None, max_examples=100)
+@given(instances(max_n=7), st.data())
+def test_adversary_value_matches_bruteforce_any_m(inst, data):
+    g, lo, m = inst["gains"], inst["l"], inst["m"]
+    q = np.array(data.draw(st.lists(_q_unit, min_size=len(g), max_size=len(g))))
+    expected = naive_value_bruteforce(q, g, m, lo)
+    assert_close(adversary_value(q, g, m, losses=lo), expected, _scale(inst))
+
+
+@settings(deadline=None, max_examples=100)
+@given(instances(), st.data())
+def test_adversary_response_attains_value(inst, data):
+    g, lo, m = inst["gains"], inst["l"], inst["m"]
+    q = np.array(data.draw(st.lists(_q_unit, min_size=len(g), max_size=len(g))))
+    u = adversary_response(q, g, m, losses=lo)
+    assert np.all(u >= 0.0) and np.all(u <= 1.0)
+    assert math.isclose(math.fsum(u), m, rel_tol=1e-12, abs_tol=1e-12)
+    payoff = math.fsum(q * g) - math.fsum(u * q * (g + lo))
+    assert_close(payoff, adversary_value(q, g, m, losses=lo), _scale(inst))
+
+
+@settings(deadline=None, max_examples=100)
+@given(instances(max_n=7), st.data())
+def test_sampler_value_matches_bruteforce(inst, data):
+    g, lo, b = inst["gains"], inst["l"], inst["b"]
+    c = np.array(data.draw(st.lists(_q_unit, min_size=len(g), max_size=len(g))))
+    payoff = c * (g + lo) - lo
+    expected = max(math.fsum(payoff[list(s)]) for s in itertools.combinations(range(len(g)), b))
+    assert_close(sampler_value(c, g, b, losses=lo), expected, _scale(inst))
+
+
+def test_adversary_value_hand_example():
+    # a = (1, 3, 3), q a = (0.5, 3, 1.5); m = 1.5 removes 3 + 0.5 * 1.5 = 3.75 from
+    # sum q g = 0.5 + 1 + 1.5 = 3.
+    q = np.array([0.5, 1.0, 0.5])
+    g = np.array([1.0, 1.0, 3.0])
+    lo = np.array([0.0, 2.0, 0.0])
+    assert adversary_value(q, g, 1.5, losses=lo) == pytest.approx(-0.75, abs=1e-15)
+    np.testing.assert_array_equal(adversary_response(q, g, 1.5, losses=lo), [0.0, 1.0, 0.5])
+    # c a - l = (1, -0.5, 0): the best two sum to 1.
+    assert sampler_value(np.array([1.0, 0.5, 0.0]), g, 2, losses=lo) == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------------------
+# (d) no cap binds: the batch optimum is b times the single-draw one.
+
+
+@settings(deadline=None, max_examples=120)
+@given(instances(theorem1=True), st.data())
+def test_batch_is_b_times_single_when_uncapped(inst, data):
+    p, value, _ = naive_theorem1(inst["gains"], inst["m"], losses=inst["l"])
+    n = len(p)
+    b_max = min(n, math.floor(1.0 / float(p.max())))
+    assume(b_max >= 2)
+    b = data.draw(st.integers(2, b_max), label="b")
+    sol = solve(inst, b=b)
+    assert_close(sol.value, b * value, b * _scale(inst))
+
+
+def test_two_point_hand_example():
+    # g = (1, 1), l = 0, m = 1: G_2 = 2, H_2 = 2, OPT = (2 - 1)/2 = 1/2 at p = (1/2, 1/2).
+    sol = lp_single_draw(np.array([1.0, 1.0]), 1.0, losses=np.zeros(2))
+    assert sol.value == pytest.approx(0.5, abs=1e-12)
+    np.testing.assert_allclose(sol.probabilities, [0.5, 0.5], atol=1e-12)
+    # RAD losses, default w = 1 - m/n = 1/2: N(2) = (2 - 1.5 * 1)/2 = 1/4 > N(1) = -1/2.
+    sol = lp_single_draw(np.array([1.0, 1.0]), 1.0)
+    assert sol.value == pytest.approx(0.25, abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# (f) size guard, argument handling, failure reporting.
+
+
+def test_size_guard():
+    g = np.ones(11)
+    with pytest.raises(ValueError, match=r"rad\.verify\.certificate"):
+        lp_batch(g, 1.0, 2, max_n=10)
+    with pytest.raises(ValueError, match=r"O\(n\) variables"):
+        lp_single_draw(g, 1.0, max_n=10)
+    assert lp_batch(g, 1.0, 2, max_n=11).status  # n == max_n is accepted
+
+
+def test_losses_and_w_are_exclusive():
+    with pytest.raises(ValueError, match="losses or w"):
+        lp_batch(np.ones(3), 1.0, 1, losses=np.ones(3), w=0.5)
+
+
+def test_explicit_w_equals_explicit_losses():
+    g = np.array([3.0, 1.0, 0.5, 0.25])
+    a = lp_batch(g, 1.5, 2, w=0.8)
+    b = lp_batch(g, 1.5, 2, losses=0.8 * g)
+    assert a.value == pytest.approx(b.value, rel=1e-12, abs=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "exc"),
+    [
+        ((np.ones((2, 2)), 1.0, 1), {}, ValueError),
+        ((np.array([], dtype=float), 0.0, 0), {}, ValueError),
+        ((np.array([1.0, np.nan]), 1.0, 1), {}, ValueError),
+        ((np.array([1.0, -1.0]), 1.0, 1), {}, ValueError),
+        ((np.ones(3), 3.5, 1), {}, ValueError),
+        ((np.ones(3), -0.1, 1), {}, ValueError),
+        ((np.ones(3), 1.0, 4), {}, ValueError),
+        ((np.ones(3), 1.0, 1.5), {}, TypeError),
+        ((np.ones(3), 1.0, 1), {"losses": np.ones(2)}, ValueError),
+        ((np.ones(3), 1.0, 1), {"losses": -np.ones(3)}, ValueError),
+        ((np.ones(3), 1.0, 1), {"w": -0.5}, ValueError),
+        ((np.array([1e-10, 1e10]), 1.0, 1), {"losses": np.zeros(2)}, ValueError),
+    ],
+)
+def test_lp_rejects_bad_input(args, kwargs, exc):
+    with pytest.raises(exc):
+        lp_batch(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: adversary_value(np.ones(3), np.ones(2), 1.0, losses=np.ones(2)),
+        lambda: adversary_value(np.ones(2), np.ones(2), 1.0, losses=np.ones(3)),
+        lambda: adversary_value(np.ones(2), np.ones(2), 2.5, losses=np.ones(2)),
+        lambda: adversary_response(np.ones((2, 1)), np.ones(2), 1.0, losses=np.ones(2)),
+        lambda: sampler_value(np.ones(2), np.ones(2), 3, losses=np.ones(2)),
+        lambda: sampler_value(np.ones(2), np.ones(2), 1, losses=np.array([1.0, np.inf])),
+    ],
+)
+def test_game_functions_reject_bad_shapes(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_failed_lp_raises_runtime_error(monkeypatch):
+    from scipy.optimize import OptimizeResult
+
+    def failing(*args, **kwargs):
+        return OptimizeResult(status=2, x=None, message="The problem is infeasible. (HiGHS)")
+
+    monkeypatch.setattr(lp_module, "linprog", failing)
+    with pytest.raises(RuntimeError, match="infeasible"):
+        lp_batch(np.ones(3), 1.0, 1)
