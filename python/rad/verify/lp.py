@@ -188,6 +188,13 @@ def lp_batch(
         max  g.q - m nu - sum(s)
         s.t. a_i q_i - nu - s_i <= 0,  0 <= q <= 1,  sum(q) = b,  s >= 0,  nu free.
 
+    ``nu`` is confined to ``[-K, K]`` with ``K = max(a) + 1`` (in scaled units). Since
+    ``0 <= q_i a_i <= max(a)``, the inner objective ``m nu + sum_i (q_i a_i - nu)^+`` is
+    non-increasing for ``nu < 0`` (slope ``m - n``) and non-decreasing above ``max(a)``
+    (slope ``m``), so the box loses no optimum. Duals stay exact too: at ``nu = -K`` every
+    ``s_i > 0`` forces ``u = 1`` (possible only when ``m = n``), at ``nu = K`` every
+    constraint is slack and ``u = 0`` (only when ``m = 0``); either way ``sum u = m``.
+
     The data are divided by ``sqrt(min(a > 0) * max(a))`` before solving and the value
     multiplied back. On pools with ``n <= 40`` and ``a`` spanning up to 1e12 the value
     agrees with exact references to about 1e-14 relative to ``max(a)``; the HiGHS
@@ -220,7 +227,12 @@ def lp_batch(
     b_ub = np.zeros(n)
     a_eq = sparse.csr_matrix((np.ones(n), (np.zeros(n, dtype=np.intp), rows)), shape=(1, 2 * n + 1))
     b_eq = np.array([float(bi)])
-    bounds = [(0.0, 1.0)] * n + [(None, None)] + [(0.0, None)] * n
+    # nu is free in the formulation; the box [-K, K], K = max(a) + 1 (scaled), changes
+    # neither the optimum nor sum(u) = m (see Notes) but removes the zero-cost rays that
+    # exist at m = n (nu -> -inf) and m = 0 (nu -> +inf), on which HiGHS can otherwise
+    # stop with a spurious "unbounded" status.
+    nu_box = float(as_.max(initial=0.0)) + 1.0
+    bounds = [(0.0, 1.0)] * n + [(-nu_box, nu_box)] + [(0.0, None)] * n
 
     res = linprog(
         cost,
