@@ -137,7 +137,7 @@ def instances(
     min_n: int = 1,
     max_n: int = 40,
     theorem1: bool = False,
-    integer_m: bool = False,
+    m_kind: str = "any",
     min_b: int = 0,
     gain_kinds: tuple[str, ...] = GAIN_KINDS,
 ) -> dict[str, Any]:
@@ -151,8 +151,8 @@ def instances(
         Range of the pool size ``n``.
     theorem1 : bool
         Only instances where Theorem 1 applies: every ``a_i > 0`` and ``m <= G_n``.
-    integer_m : bool
-        Only integer ``m``.
+    m_kind : {"any", "integer", "fractional"}
+        Restrict ``m`` to integers or to non-integers.
     min_b : int
         Smallest batch size (``b`` is drawn from ``[min_b, n]``, favouring 0, 1, n-1, n).
     gain_kinds : tuple of str
@@ -188,22 +188,29 @@ def instances(
     else:
         G = Fraction(n)
     m_cap = _float_at_most(G) if theorem1 else float(n)
-    m_kinds = ["zero", "cap", "int", "float"]
-    if not theorem1 and _float_at_most(G) < n:
-        m_kinds.append("beyond_G")
-    kind = draw(st.sampled_from(m_kinds))
-    if kind == "zero":
-        m = 0.0
-    elif kind == "cap":
-        m = m_cap
-    elif kind == "int":
-        m = float(draw(st.integers(0, math.floor(m_cap))))
-    elif kind == "float":
-        m = draw(st.floats(0.0, m_cap))
+    if m_kind == "fractional":
+        k = draw(st.integers(0, max(math.ceil(m_cap) - 1, 0)))
+        m = k + draw(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True))
+        assume(m <= m_cap and m != math.floor(m))
     else:
-        m = draw(st.floats(_float_at_most(G), float(n)))
-    if integer_m:
-        m = float(math.floor(m))
+        m_kinds = ["zero", "cap", "int", "float"]
+        if not theorem1 and _float_at_most(G) < n:
+            m_kinds.append("beyond_G")
+        kind = draw(st.sampled_from(m_kinds))
+        if kind == "zero":
+            m = 0.0
+        elif kind == "cap":
+            m = m_cap
+        elif kind == "int":
+            m = float(draw(st.integers(0, math.floor(m_cap))))
+        elif kind == "float":
+            m = draw(st.floats(0.0, m_cap))
+        else:
+            m = draw(st.floats(_float_at_most(G), float(n)))
+        if m_kind == "integer":
+            m = float(math.floor(m))
+        elif m_kind != "any":
+            raise ValueError(f"unknown m_kind {m_kind!r}")
 
     if general:
         eff = loss_arg

@@ -372,6 +372,18 @@ def test_coreset_strategy_uses_labeled_as_centers():
     assert idx.tolist() == sorted(ref)
 
 
+def test_non_finite_embeddings_are_refused():
+    x = np.zeros((10, 3))
+    x[6, 1] = np.nan
+    with pytest.raises(ValueError, match="row 6 contains NaN or inf"):
+        S.k_center_greedy(x, 2, rng=0)
+    with pytest.raises(ValueError, match="row 6 contains NaN or inf"):
+        S.hac_clusters(x, n_clusters=2)
+    x[6, 1] = np.inf
+    with pytest.raises(ValueError, match="row 6"):
+        S.Coreset().select(PoolState(embeddings=x), 2, rng=0)
+
+
 def test_covering_radius_errors():
     with pytest.raises(ValueError, match="at least one center"):
         S.covering_radius(np.zeros((3, 2)), [])

@@ -136,17 +136,24 @@ class _CappedContext:
 
     @staticmethod
     def build(gains, losses, w, perm_g, backend, threads) -> "_CappedContext":
-        g_g = np.asarray(gains, dtype=np.float64)[perm_g]
-        l_g = np.asarray(losses, dtype=np.float64)[perm_g] if losses is not None else w * g_g
+        g = np.asarray(gains, dtype=np.float64)
         if losses is None:
-            # l = w g: ascending loss is descending gain read backwards.
-            l_l, a_l = l_g[::-1].copy(), (g_g + l_g)[::-1].copy()
+            # l = w g: equal gains have equal losses, so any stable order of the tie groups
+            # gives the same sorted arrays; ascending loss is descending gain reversed.
+            g_g = g[perm_g]
+            l_g = w * g_g
+            a_g = g_g + l_g
+            l_l, a_l = l_g[::-1].copy(), a_g[::-1].copy()
         else:
-            perm_l = backend.argsort_asc(losses, threads)
-            g_l = np.asarray(gains, dtype=np.float64)[perm_l]
-            l_l = np.asarray(losses, dtype=np.float64)[perm_l]
-            a_l = g_l + l_l
-        a_g = g_g + l_g
+            # Break ties by the other key, so the sorted arrays (and every sum over them)
+            # are the same for any permutation of the input: exact permutation equivariance.
+            l = np.asarray(losses, dtype=np.float64)
+            order_g = np.lexsort((l, -g))
+            order_l = np.lexsort((-g, l))
+            g_g, l_g = g[order_g], l[order_g]
+            a_g = g_g + l_g
+            l_l = l[order_l]
+            a_l = g[order_l] + l_l
         return _CappedContext(
             g_g=g_g, a_g=a_g, ends_g=_group_ends(g_g), l_l=l_l, a_l=a_l,
             ends_l=_group_ends(l_l), g_max=float(g_g[0]), a_max=float(a_g.max()),

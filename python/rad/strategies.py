@@ -18,27 +18,24 @@ probabilities or logits, embeddings, gains, the estimated number of teacher mist
 
 Everything is framework-free: NumPy arrays in, indices out.
 
-=================== ===================================== =================================
-strategy            chooses                               cost (n pool, b batch, d dims)
-=================== ===================================== =================================
-:class:`RAD`        DepRound of the exact minimax batch   ``rad.select``: O(n) passes
-                    probabilities (``rad.select``)
-:class:`Margin`     the ``b`` smallest margins            O(n) (introselect)
-:class:`Entropy`    the ``b`` largest entropies           O(n k) gains + O(n)
-:class:`LeastConfidence` the ``b`` largest ``1 - top1``   O(n k) gains + O(n)
-:class:`Uniform`    ``b`` points uniformly at random      O(b log L)
-:class:`Coreset`    k-center greedy on embeddings         O(n d (L + b)) time, O(n) memory
-                    (Sener & Savarese, 2018)
-:class:`ClusterMargin` round robin over HAC clusters of   O(n) + O(c B d) time,
-                    the ``c = f b`` smallest margins      O(B^2) memory per bucket
-                    (Citovsky et al., 2021)
-=================== ===================================== =================================
+Selectors and their cost (``n`` pool points, ``b`` batch, ``k`` classes, ``d`` embedding
+dimensions, ``L`` labeled points, ``B`` HAC bucket size):
 
-(``L`` is the number of labeled points, ``B`` the HAC bucket size.) Neither clustering
-selector forms an ``n x n`` distance matrix: k-center keeps one distance per point and
-works with matrix-vector products; HAC runs on buckets of at most ``bucket_size`` points
-(see :func:`hac_clusters`). Ties in the score-based selectors are broken uniformly at
-random with ``rng`` (a sort-based selector would favour low indices).
+* :class:`RAD` -- DepRound of the exact minimax batch probabilities (``rad.select``);
+  O(n k) for the gains, then a few O(n) passes.
+* :class:`Margin` -- the ``b`` smallest margins ``top1 - top2``; O(n k) + O(n).
+* :class:`Entropy` -- the ``b`` largest predictive entropies; O(n k) + O(n).
+* :class:`LeastConfidence` -- the ``b`` largest ``1 - top1``; O(n k) + O(n).
+* :class:`Uniform` -- ``b`` points uniformly at random; O(b log L).
+* :class:`Coreset` -- greedy k-center on embeddings (Sener & Savarese, 2018);
+  O(n d (L + b)) time, O(n) extra memory.
+* :class:`ClusterMargin` -- round robin over HAC clusters of the ``c = f b`` smallest
+  margins (Citovsky et al., 2021); O(n k) + O(c B d) time, O(B^2) memory.
+
+Neither clustering selector forms an ``n x n`` distance matrix: k-center keeps one
+distance per point and works with matrix-vector products; HAC runs on buckets of at most
+``bucket_size`` points (see :func:`hac_clusters`). Ties in the score-based selectors are
+broken uniformly at random with ``rng`` (a sort-based selector would favour low indices).
 
 Examples
 --------
@@ -142,6 +139,15 @@ def _as_2d_float(x: ArrayLike, name: str) -> np.ndarray:
     if arr.dtype not in (np.float32, np.float64):
         arr = arr.astype(np.float32 if arr.dtype == np.float16 else np.float64)
     return arr
+
+
+def _check_finite(x: np.ndarray, name: str, block_rows: int = _PROJ_ROWS) -> None:
+    """Raise ``ValueError`` naming the first row of ``x`` with a NaN or infinity."""
+    for start in range(0, x.shape[0], block_rows):
+        ok = np.isfinite(x[start : start + block_rows]).all(axis=1)
+        if not ok.all():
+            row = start + int(np.flatnonzero(~ok)[0])
+            raise ValueError(f"{name} must be finite, but row {row} contains NaN or inf")
 
 
 def _as_index_set(indices: ArrayLike, n: int, name: str) -> NDArray[np.int64]:
@@ -631,6 +637,9 @@ def k_center_greedy(
     if b == 0:
         return picks
     geo = _Geometry(x, block_rows)
+    if not np.isfinite(geo.sq).all():  # NaN/inf rows (or overflowing norms)
+        _check_finite(x, "embeddings")
+        raise ValueError("embeddings are too large: squared distances overflow float64")
     mind = geo.min_to_many(start_centers)
     mind[start_centers] = -np.inf
     dot = np.empty(n, dtype=x.dtype)
@@ -808,7 +817,9 @@ def hac_clusters(
     if distance_threshold is not None:
         distance_threshold = float(distance_threshold)
         if not distance_threshold >= 0.0 or math.isinf(distance_threshold):
-            raise ValueError(f"distance_threshold must be finite and >= 0, got {distance_threshold}")
+            raise ValueError(
+                f"distance_threshold must be finite and >= 0, got {distance_threshold}"
+            )
     elif n_clusters is None:
         n_clusters = max(1, math.ceil(n / 20))
     else:
@@ -816,6 +827,7 @@ def hac_clusters(
     labels = np.empty(n, dtype=np.int64)
     if n == 0:
         return labels
+    _check_finite(x, "embeddings")
     buckets = _buckets(x, bucket_size, bucketing, as_generator(rng))
     targets = _apportion(n_clusters, [len(bk) for bk in buckets]) if n_clusters else None
     next_label = 0
