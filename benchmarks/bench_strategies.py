@@ -83,8 +83,12 @@ def cases(pool: Pool, b: int) -> list[tuple[str, Callable[[], object], bool]]:
         return S.ClusterMargin().select(fresh(clusters=pool.clusters), b, rng=0)
 
     gains = G.margin_gain(pool.probs)
+    import rad
+
     return [
-        ("rad.select (precomputed gains)", lambda: __import__("rad").select(gains, m, b, rng=0), False),
+        ("rad.select (precomputed gains)", lambda: rad.select(gains, m, b, rng=0), False),
+        ("rad.select (precomputed gains, threads=1)",
+         lambda: rad.select(gains, m, b, rng=0, threads=1), False),
         ("RAD (margin gains + rad.select)", lambda: S.RAD().select(fresh(), b, rng=0), False),
         ("Margin", lambda: S.Margin().select(fresh(), b, rng=0), False),
         ("Entropy", lambda: S.Entropy().select(fresh(), b, rng=0), False),
@@ -124,27 +128,31 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=float, nargs="+", default=[1e5, 1e6])
     parser.add_argument("--b", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed runs at least; fast cases repeat up to 25 times or ~2 s")
     parser.add_argument("--slow-repeats", type=int, default=1)
     args = parser.parse_args(argv)
     mib = 2.0**20
-    print(f"# b = {args.b}, d = {D}, k = {K}, float32; median of {args.repeats} "
-          f"(slow cases {args.slow_repeats}); peak = tracemalloc peak during one call, inputs "
-          f"excluded; {os.cpu_count()} CPUs, numpy {np.__version__}")
-    print("| n | selector | median (s) | min (s) | vs rad.select | peak (MiB) |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: |")
+    print(f"# b = {args.b}, d = {D}, k = {K}, float32; median of the timed runs; peak = "
+          f"tracemalloc peak during one call, inputs excluded; {os.cpu_count()} CPUs, "
+          f"numpy {np.__version__}")
+    print("| n | selector | median (s) | min (s) | runs | median / rad.select | peak (MiB) |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for size in args.sizes:
         n = int(size)
         pool = make_pool(n)
         ref = None
         for name, f, slow in cases(pool, args.b):
+            t0 = time.perf_counter()
             f()  # warm-up (and, for the one-off HAC, fills pool.clusters)
-            ts = timings(f, args.slow_repeats if slow else args.repeats)
+            first = time.perf_counter() - t0
+            reps = args.slow_repeats if slow else max(args.repeats, min(25, int(2.0 / first)))
+            ts = timings(f, reps)
             med = statistics.median(ts)
             ref = med if ref is None else ref
             peak = peak_bytes(f)
-            print(f"| {n:,} | {name} | {med:.3f} | {min(ts):.3f} | {med / ref:.1f}x "
-                  f"| {peak / mib:.0f} |", flush=True)
+            print(f"| {n:,} | {name} | {med:.4f} | {min(ts):.4f} | {len(ts)} | {med / ref:.3g}x "
+                  f"| {peak / mib:.1f} |", flush=True)
 
 
 # --------------------------------------------------------------------------------------

@@ -242,6 +242,10 @@ def naive_game_bruteforce(gains: ArrayLike, m: float, b: int, losses: ArrayLike)
         dtype=np.float64,
     ).reshape(len(rows), len(cols))
     r, c = M.shape
+    # Solve on payoffs scaled to O(1): HiGHS's tolerances (1e-10) are absolute.
+    scale = float(np.abs(M).max())
+    scale = scale if scale > 0 else 1.0
+    M = M / scale
     # Variables [x_1..x_r, v]; minimise -v s.t. v - (M^T x)_j <= 0, sum x = 1.
     cost = np.zeros(r + 1)
     cost[-1] = -1.0
@@ -259,4 +263,4 @@ def naive_game_bruteforce(gains: ArrayLike, m: float, b: int, losses: ArrayLike)
     )
     if res.status != 0:
         raise RuntimeError(res.message)
-    return -float(res.fun)
+    return -float(res.fun) * scale

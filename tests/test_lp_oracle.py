@@ -264,6 +264,28 @@ def test_numerically_hard_pool_is_solved():
     assert_close(sampler_value(sol.adversary, g, 20, losses=lo), sol.value, scale)
 
 
+def test_tiny_a_next_to_huge_a_is_not_dropped():
+    # HiGHS treats matrix entries below 1e-9 as zero; scaling the data by max(a) would
+    # turn a = 1e-4 next to a = 1e5 into such an entry and value m = n at 1e-4, not 0.
+    g, lo = np.array([1e5, 1e-4]), np.zeros(2)
+    assert abs(lp_single_draw(g, 2.0, losses=lo).value) <= 1e-9
+    # Theorem 1 by hand: N(1) = (1 - 1.5) * 1e5 < 0, N(2) = (2 - 1.5) / (1e-5 + 1e4).
+    expected = 0.5 / (1e-5 + 1e4)
+    assert lp_single_draw(g, 1.5, losses=lo).value == pytest.approx(expected, rel=1e-8)
+
+
+def test_m_equal_n_with_huge_gain_does_not_report_unbounded():
+    # At m = n the LP has a zero-cost ray (nu -> -inf); without the box on nu the dual
+    # simplex reports this pool "unbounded" (and only the interior-point fallback saves
+    # it). Every label is wrong: value = -(smallest loss) = 0.
+    g, lo = np.ones(12), np.zeros(12)
+    g[6], lo[6] = 1e6, 1.0
+    sol = lp_batch(g, 12.0, 1, losses=lo)
+    assert "fallback" not in sol.status
+    assert abs(sol.value) <= 1e-9 * 1e6
+    assert sol.probabilities[6] == 0.0
+
+
 def test_two_point_hand_example():
     # g = (1, 1), l = 0, m = 1: G_2 = 2, H_2 = 2, OPT = (2 - 1)/2 = 1/2 at p = (1/2, 1/2).
     sol = lp_single_draw(np.array([1.0, 1.0]), 1.0, losses=np.zeros(2))

@@ -10,6 +10,7 @@
 #include "rad/depround.hpp"
 #include "rad/game.hpp"
 #include "rad/radix_sort.hpp"
+#include "rad/threshold.hpp"
 
 namespace py = pybind11;
 using rad::Losses;
@@ -76,6 +77,15 @@ void bind_for(py::module_& m) {
         auto r = rad::theorem1_scan(gp, L, pp, n, m, threads);
         return std::make_tuple(r.kstar, r.g_total);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("perm"), py::arg("m"), py::arg("threads"));
+
+    m.def("threshold_search", [](Arr<T> g, OptLosses losses, double w, double m, int threads) {
+        const Losses L = make_losses(losses, w);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        py::gil_scoped_release nogil;
+        auto r = rad::threshold_search(gp, L, n, m, threads);
+        return std::make_tuple(r.status, r.tau, r.kstar, r.g_total);
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"));
 
     m.def("support_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
         const Losses L = make_losses(losses, w);

@@ -26,6 +26,12 @@ def _threads(threads: int | None) -> int:
     return int(threads)
 
 
+def _method(method: str) -> str:
+    if method not in ("auto", "sortfree", "sorted"):
+        raise ValueError(f"method must be 'auto', 'sortfree' or 'sorted', got {method!r}")
+    return method
+
+
 def _prepare(gains, m, b, w, losses, backend):
     """Validate everything before any kernel runs; return normalised inputs."""
     be = get_backend(backend)
@@ -59,6 +65,7 @@ def solve(
     losses: np.ndarray | None = None,
     backend: str = "auto",
     threads: int | None = None,
+    method: str = "auto",
 ) -> Solution:
     """The exact minimax inclusion probabilities for a batch of ``b`` (DESIGN §1).
 
@@ -79,6 +86,10 @@ def solve(
         Kernel implementation.
     threads : int, optional
         Threads for the compiled kernels (default: ``RAD_NUM_THREADS`` or all cores).
+    method : {"auto", "sortfree", "sorted"}
+        How Theorem 1's support is found: a sort-free radix select over the float bits
+        (a few streaming passes; ``auto`` uses it where the backend has it) or a full
+        radix sort with prefix sums. Both give identical results.
 
     Returns
     -------
@@ -92,7 +103,7 @@ def solve(
         When the value is negative (the teacher is expected to do net harm).
     """
     be, g, mf, bi, wf, lo = _prepare(gains, m, b, w, losses, backend)
-    return solve_game(g, lo, wf, mf, bi, be, _threads(threads))
+    return solve_game(g, lo, wf, mf, bi, be, _threads(threads), _method(method))
 
 
 def select(
@@ -105,10 +116,11 @@ def select(
     rng: int | np.random.Generator | np.random.SeedSequence | None = None,
     backend: str = "auto",
     threads: int | None = None,
+    method: str = "auto",
 ) -> np.ndarray:
     """Choose exactly ``b`` points: DepRound of the optimal batch probabilities.
 
-    Parameters are those of :func:`solve`, plus ``rng`` (int, ``Generator``,
+    Parameters are those of :func:`solve` (including ``method``), plus ``rng`` (int, ``Generator``,
     ``SeedSequence`` or None). The same seed gives the same indices on every backend and
     for any thread count.
 
@@ -129,7 +141,7 @@ def select(
     key = key_from_rng(rng)
     if bi == 0:
         return np.zeros(0, dtype=np.int64)
-    sol = solve_game(g, lo, wf, mf, bi, be, nthreads)
+    sol = solve_game(g, lo, wf, mf, bi, be, nthreads, _method(method))
     w_k = 0.0 if lo is not None else wf
     return be.depround_params(g, lo, w_k, sol.params, bi, key, nthreads)
 

@@ -34,6 +34,10 @@ def theorem1_scan(gains, losses, w, perm, m, threads=1):
     return _core.theorem1_scan(gains, _l(losses), float(w), perm, float(m), threads)
 
 
+def threshold_search(gains, losses, w, m, threads=1):
+    return _core.threshold_search(gains, _l(losses), float(w), float(m), threads)
+
+
 def support_sums(gains, losses, w, tau, threads=1):
     return _core.support_sums(gains, _l(losses), float(w), float(tau), threads)
 

@@ -97,7 +97,7 @@ def theorem1_scan(
     gs = np.asarray(gains, dtype=np.float64)[perm]
     a = gs + _losses(gs, None if losses is None else np.asarray(losses)[perm], w)
     pos = a > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         hp = canonical_prefix(np.where(pos, 1.0 / a, 0.0))
         gp = canonical_prefix(np.where(pos, gs / a, 0.0))
     starts = np.flatnonzero(np.diff(gs, prepend=np.nan) != 0)
@@ -117,7 +117,7 @@ def support_sums(
     g = np.asarray(gains, dtype=np.float64)
     a = g + _losses(g, losses, w)
     mask = (g >= tau) & (a > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         h = canonical_sum(np.where(mask, 1.0 / a, 0.0))
         gg = canonical_sum(np.where(mask, g / a, 0.0))
     count = int(np.count_nonzero(mask))

@@ -60,7 +60,7 @@ def probabilities_from_params(
     g = np.asarray(gains, dtype=np.float64)
     l = np.asarray(losses, dtype=np.float64) if losses is not None else w * g
     a = g + l
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cap = np.where(a <= params.nu, 1.0, params.nu / a)
     if params.fill == "gain":
         return np.where(

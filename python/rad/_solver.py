@@ -42,10 +42,15 @@ def solve_game(
     b: int,
     backend: ModuleType,
     threads: int,
+    method: str = "auto",
 ) -> Solution:
     """Solve the batch game; inputs are already validated.
 
-    ``w`` is the RAD loss weight (ignored when ``losses`` is given).
+    ``w`` is the RAD loss weight (ignored when ``losses`` is given). ``method`` picks how
+    Theorem 1's support is found: ``"sortfree"`` (radix select on the float bits, when the
+    backend has it), ``"sorted"`` (radix sort + prefix sums), or ``"auto"`` (sort-free when
+    available). Both give the same ``k*`` and threshold: the sort-free search reports any
+    decision within rounding of a tie, and the sorted scan then decides.
     """
     n = gains.shape[0]
     w_k = 0.0 if losses is not None else w
@@ -64,10 +69,18 @@ def solve_game(
         _warn_if_harmful(value, gains, losses, w_k, b)
         return done(value, n, float(np.min(gains)), n > 0, Params("loss", 0.0))
 
-    perm = backend.argsort_desc(gains, threads)
-    kstar, g_total = backend.theorem1_scan(gains, losses, w_k, perm, m, threads)
+    perm = None
+    found = None
+    if method != "sorted" and hasattr(backend, "threshold_search"):
+        status, tau, kstar, g_total = backend.threshold_search(gains, losses, w_k, m, threads)
+        if status == 0:
+            found = (float(tau), int(kstar), float(g_total))
+    if found is None:
+        perm = backend.argsort_desc(gains, threads)
+        kstar, g_total = backend.theorem1_scan(gains, losses, w_k, perm, m, threads)
+        found = (float(gains[perm[kstar - 1]]), int(kstar), float(g_total))
+    tau, kstar, g_total = found
     if g_total >= m:
-        tau = float(gains[perm[kstar - 1]])
         if tau > 0:
             h, g, count, min_a = backend.support_sums(gains, losses, w_k, tau, threads)
             nu = b / h
@@ -75,6 +88,8 @@ def solve_game(
                 value = b * ((g - m) / h)
                 return done(value, count, tau, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0))
 
+    if perm is None and losses is None:
+        perm = backend.argsort_desc(gains, threads)
     ctx = _CappedContext.build(gains, losses, w_k, perm, backend, threads)
     nu, ev = _maximise_dual(ctx, b, m)
     frac = 0.0 if ev.resid <= _SNAP * b else min(1.0, ev.resid / ev.group_total)
@@ -172,7 +187,7 @@ def _excl(prefix: np.ndarray, pos: int) -> float:
 
 def _capped_eval(ctx: _CappedContext, nu: float, b: int, m: float) -> _Eval:
     """``F(nu)``, its right slope and the boundary group (DESIGN §1, "Dualising")."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cap = np.where(ctx.a_g <= nu, 1.0, nu / ctx.a_g)
         above = ctx.a_g > nu
         p_ga = canonical_prefix(np.where(above, ctx.g_g / ctx.a_g, 0.0))
@@ -192,7 +207,7 @@ def _capped_eval(ctx: _CappedContext, nu: float, b: int, m: float) -> _Eval:
         slope = (_excl(p_ga, start) - cut * _excl(p_ia, start)) - m
         return _Eval(value, slope, "gain", cut, resid, float(p_cap[ends[j] - 1]) - before)
     # All gain segments filled; the remaining budget goes to the smallest losses.
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cap_l = np.where(ctx.a_l <= nu, 1.0, nu / ctx.a_l)
         above_l = ctx.a_l > nu
         q_la = canonical_prefix(np.where(above_l, ctx.l_l / ctx.a_l, 0.0))

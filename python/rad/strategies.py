@@ -194,6 +194,9 @@ class PoolState:
 
     All fields are optional; each strategy states which it needs and raises
     ``ValueError`` naming a missing one. Arrays are not copied (memory maps work).
+    Derived scores (margins, entropies, ...) are computed on first use and cached, so
+    several strategies can share one pool state; build a new ``PoolState`` for each
+    round rather than mutating one.
 
     Parameters
     ----------

@@ -367,3 +367,152 @@ def depround_q(q, b, key, threads=1):
 
 def depround_params(gains, losses, w, params: Params, b, key, threads=1):
     return _depround_q(materialize(gains, losses, w, params), int(b), int(key))
+
+
+# ------------------------------------------------------------ sort-free threshold search
+# The algorithm of cpp/include/rad/threshold.hpp (read its header comment): a radix
+# select over the float bit patterns for the smallest gain with D(g) >= 0.
+
+_DIGIT = 16
+_NBINS = 1 << _DIGIT
+_GATHER_MAX = 1 << 18
+
+
+@_jit
+def _bits(raw, sign):
+    """Ordered bits of a non-negative float from its raw bits (-0.0 folded onto 0)."""
+    u = np.uint64(raw)
+    return np.uint64(0) if u == sign else u
+
+
+def _edge_value(u: int, nbits: int) -> float:
+    dtype = np.uint32 if nbits == 32 else np.uint64
+    return float(np.array([u], dtype=dtype).view(np.float32 if nbits == 32 else np.float64)[0])
+
+
+@_pjit
+def _histogram(g, raw, sign, losses, has_losses, w, nbits, shift, pshift, prefix, nt):
+    n = g.shape[0]
+    cnt = np.zeros((nt, _NBINS), np.int64)
+    hh = np.zeros((nt, _NBINS))
+    gg = np.zeros((nt, _NBINS))
+    mn = np.full((nt, _NBINS), np.inf)
+    mask = np.uint64(_NBINS - 1)
+    for t in nb.prange(nt):
+        lo = n * t // nt
+        hi = n * (t + 1) // nt
+        for i in range(lo, hi):
+            v = g[i]
+            u = _bits(raw[i], sign)
+            if pshift < nbits and (u >> np.uint64(pshift)) != prefix:
+                continue
+            b = (u >> np.uint64(shift)) & mask
+            gi = np.float64(v)
+            a = gi + _loss(losses, has_losses, w, i, gi)
+            r = 1.0 / a if a > 0 else 0.0
+            cnt[t, b] += 1
+            hh[t, b] += r
+            gg[t, b] += gi * r
+            if gi < mn[t, b]:
+                mn[t, b] = gi
+    c0 = cnt[0].copy()
+    h0 = hh[0].copy()
+    g0 = gg[0].copy()
+    m0 = mn[0].copy()
+    for t in range(1, nt):
+        for b in range(_NBINS):
+            c0[b] += cnt[t, b]
+            h0[b] += hh[t, b]
+            g0[b] += gg[t, b]
+            m0[b] = min(m0[b], mn[t, b])
+    return c0, h0, g0, m0
+
+
+@_jit
+def _gather(g, raw, sign, losses, has_losses, w, shift, key, count):
+    vals = np.empty(count)
+    avals = np.empty(count)
+    j = 0
+    for i in range(g.shape[0]):
+        v = g[i]
+        if (_bits(raw[i], sign) >> np.uint64(shift)) != key:
+            continue
+        gi = np.float64(v)
+        vals[j] = gi
+        avals[j] = gi + _loss(losses, has_losses, w, i, gi)
+        j += 1
+    return vals[:j], avals[:j]
+
+
+def threshold_search(gains, losses, w, m, threads=1):
+    """Sort-free k*: see the module comment above. Returns (status, tau, kstar, g_total)."""
+    lv, has = _lw(losses)
+    nbits = 32 if gains.dtype == np.float32 else 64
+    raw = gains.view(np.uint32 if nbits == 32 else np.uint64)
+    sign = np.uint64(1 << (nbits - 1))
+    nt = max(1, int(threads))
+    inf = float("inf")
+    acc_h = acc_g = 0.0
+    acc_n = 0
+    last_min, pass_d, fail_d = inf, inf, -inf
+    prefix, shift, level = 0, nbits - _DIGIT, 0
+    g_total = 0.0
+    scale = float(m)
+    m = float(m)
+    while True:
+        pshift = shift + _DIGIT
+        cnt, hh, gg, mn = _histogram(gains, raw, sign, lv, has, float(w), nbits, shift, pshift, np.uint64(prefix), nt)
+        if level == 0:
+            g_total = 0.0
+            for v in gg.tolist():
+                g_total += v
+            scale += g_total
+        boundary, lowest = -1, -1
+        nonzero = np.flatnonzero(cnt)[::-1]
+        for b in nonzero.tolist():
+            lowest = b
+            edge = _edge_value(((prefix << pshift) if pshift < nbits else 0) | (b << shift), nbits)
+            h2, g2 = acc_h + float(hh[b]), acc_g + float(gg[b])
+            d_edge = edge * h2 - g2 + m
+            if d_edge < 0:
+                boundary, fail_d = b, d_edge
+                break
+            pass_d = d_edge
+            acc_h, acc_g = h2, g2
+            acc_n += int(cnt[b])
+            last_min = float(mn[b])
+        if boundary < 0:
+            if lowest < 0:
+                return 0, 0.0, 0, g_total
+            acc_h -= float(hh[lowest])
+            acc_g -= float(gg[lowest])
+            acc_n -= int(cnt[lowest])
+            boundary = lowest
+        key = (((prefix << _DIGIT) if pshift < nbits else 0) | boundary)
+        if cnt[boundary] > _GATHER_MAX and shift > 0:
+            prefix, shift, level = key, shift - _DIGIT, level + 1
+            continue
+        vals, avals = _gather(gains, raw, sign, lv, has, float(w), shift, np.uint64(key), int(cnt[boundary]))
+        order = np.argsort(-vals, kind="stable")
+        vals, avals = vals[order], avals[order]
+        h, gs, tau, k = acc_h, acc_g, last_min, acc_n
+        d_in, d_out = pass_d, fail_d
+        s = 0
+        while s < vals.shape[0]:
+            y = float(vals[s])
+            d = y * h - gs + m
+            if d < 0:
+                d_out = d
+                break
+            d_in = inf if k == 0 else d
+            tau = y
+            while s < vals.shape[0] and vals[s] == y:
+                a = float(avals[s])
+                if a > 0:
+                    h += 1.0 / a
+                    gs += y / a
+                s += 1
+                k += 1
+        margin = 1e-10 * (abs(tau) * h + gs + m)
+        status = int(abs(d_in) < margin or abs(d_out) < margin or abs(g_total - m) < 1e-10 * scale)
+        return status, tau, k, g_total

@@ -273,7 +273,7 @@ def lp_batch(
     if notes:
         status += f" [solved by the fallback {label!r}; " + "; ".join(notes) + "]"
 
-    q = np.clip(np.asarray(res.x[:n], dtype=np.float64), 0.0, 1.0)
+    q = np.clip(np.asarray(res.x[:n], dtype=np.float64), 0.0, 1.0) + 0.0  # no -0.0
     # Marginals are d(fun)/d(b_ub) <= 0 for a minimisation; u_i = -marginal_i is the
     # adversary's mistake mass on i (see module docstring).
     u = np.clip(-np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0, 1.0)
