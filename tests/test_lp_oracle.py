@@ -286,6 +286,19 @@ def test_m_equal_n_with_huge_gain_does_not_report_unbounded():
     assert sol.probabilities[6] == 0.0
 
 
+def test_equilibrium_adversary_is_accurate_on_huge_points():
+    # Ones with two gains of 1e6: the equilibrium c is 7.3e-7 on the huge points, so an
+    # error of 5e-9 in c (what HiGHS's multipliers of the sampler's LP gave) is a 5e-3
+    # gap in the certificate. OPT = N(35) = (35 - 11) / (33 + 2e-6) by Theorem 1.
+    g, lo = np.ones(36), np.zeros(36)
+    g[[6, 29]], g[30] = 1e6, 1e-3
+    sol = lp_batch(g, 11.0, 1, losses=lo)
+    expected = 24.0 / (33.0 + 2e-6)
+    assert_close(sol.value, expected, 1e6)
+    assert_close(sampler_value(sol.adversary, g, 1, losses=lo), expected, 1e6)
+    np.testing.assert_allclose(sol.adversary[[6, 29]], expected / 1e6, rtol=1e-6)
+
+
 def test_two_point_hand_example():
     # g = (1, 1), l = 0, m = 1: G_2 = 2, H_2 = 2, OPT = (2 - 1)/2 = 1/2 at p = (1/2, 1/2).
     sol = lp_single_draw(np.array([1.0, 1.0]), 1.0, losses=np.zeros(2))

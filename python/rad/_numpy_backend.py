@@ -19,6 +19,7 @@ __all__ = [
     "argsort_desc",
     "canonical_prefix",
     "canonical_sum",
+    "canonical_total",
     "depround_params",
     "depround_q",
     "first_invalid",
@@ -57,6 +58,28 @@ def canonical_sum(x: np.ndarray) -> float:
     """The total of :func:`canonical_prefix` (0.0 for an empty array)."""
     p = canonical_prefix(x)
     return float(p[-1]) if p.shape[0] else 0.0
+
+
+LANES = 8
+
+
+def canonical_total(x: np.ndarray) -> float:
+    """A total in the vector-friendly canonical order of the compiled ``support_sums``.
+
+    Inside each block, item ``p`` goes to lane ``p % 8`` (sequential per lane); the lanes
+    combine as ``((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))``; block totals add sequentially.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[0]
+    if n == 0:
+        return 0.0
+    nb = -(-n // BLOCK)
+    padded = np.zeros(nb * BLOCK)
+    padded[:n] = x
+    lanes = np.cumsum(padded.reshape(nb, BLOCK // LANES, LANES), axis=1)[:, -1, :]
+    l = [lanes[:, j] for j in range(LANES)]
+    blocks = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+    return float(np.cumsum(blocks)[-1])
 
 
 def first_invalid(x: np.ndarray) -> int:
@@ -112,14 +135,14 @@ def theorem1_scan(
 def support_sums(
     gains: np.ndarray, losses: np.ndarray | None, w: float, tau: float, threads: int = 1
 ) -> tuple[float, float, int, float]:
-    """Over points with ``g >= tau`` and ``a > 0`` (original order, canonical sums):
+    """Over points with ``g >= tau`` and ``a > 0`` (original order, :func:`canonical_total`):
     ``(sum 1/a, sum g/a, count, min a)``."""
     g = np.asarray(gains, dtype=np.float64)
     a = g + _losses(g, losses, w)
     mask = (g >= tau) & (a > 0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        h = canonical_sum(np.where(mask, 1.0 / a, 0.0))
-        gg = canonical_sum(np.where(mask, g / a, 0.0))
+        h = canonical_total(np.where(mask, 1.0 / a, 0.0))
+        gg = canonical_total(np.where(mask, g / a, 0.0))
     count = int(np.count_nonzero(mask))
     min_a = float(a[mask].min()) if count else float("inf")
     return h, gg, count, min_a

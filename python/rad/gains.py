@@ -252,7 +252,7 @@ def _as_matrix(x: ArrayLike, from_logits: bool) -> tuple[np.ndarray, type]:
 
 def _resolve_rows(chunk_rows: int | None, k: int) -> int:
     if chunk_rows is None:
-        return max(256, _BLOCK_ELEMENTS // k)
+        return max(8, _BLOCK_ELEMENTS // k)
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)):
         raise TypeError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
     if chunk_rows < 1:

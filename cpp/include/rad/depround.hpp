@@ -51,7 +51,8 @@ Leftover round_sequence(std::int64_t lo, std::int64_t hi, QFn&& q, Stream& rs, s
             taken.push_back(i);
             continue;
         }
-        if (!(p > 0.0)) continue;
+        // Zero-probability items fall through without a branch of their own: they add
+        // nothing to M, cannot cross, and never become the pick (M does not grow).
         const double Mn = M + p;
         if (Mn >= k + 1.0) {
             const std::int64_t survivor = resolve(i);
@@ -73,6 +74,7 @@ Leftover round_sequence(std::int64_t lo, std::int64_t hi, QFn&& q, Stream& rs, s
             drawn = found = false;
         } else {
             if (!drawn) {
+                if (!(p > 0.0)) continue;
                 target = k + rs.next();
                 drawn = true;
                 if (m_start > target) {
@@ -100,7 +102,12 @@ std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t
     for_each_block(n, threads, [&](std::int64_t blk) {
         Stream rs(stream_state(key, static_cast<std::uint64_t>(blk)));
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
-        left[blk] = round_sequence(lo, hi, q, rs, taken[blk]);
+        // Probabilities of the block first (a vectorisable loop), then the sequential pass.
+        thread_local std::vector<double> buf;
+        buf.resize(static_cast<size_t>(hi - lo));
+        double* bp = buf.data();
+        for (std::int64_t i = lo; i < hi; ++i) bp[i - lo] = q(i);
+        left[blk] = round_sequence(lo, hi, [bp, lo](std::int64_t i) { return bp[i - lo]; }, rs, taken[blk]);
     });
     std::vector<std::int64_t> ids;
     std::vector<double> masses;

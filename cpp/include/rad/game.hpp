@@ -113,36 +113,44 @@ struct SupportSums {
     double min_a;
 };
 
-// Over points with g >= tau and a > 0, original order: sum 1/a, sum g/a, count, min a.
+// Over points with g >= tau and a > 0, original order: sum 1/a, sum g/a (canonical lane
+// totals, see parallel.hpp), count, min a. One streaming, vectorisable pass.
 template <class T>
 SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
-    auto term = [&](std::int64_t i, double* t) {
-        const double gi = g[i];
-        const double a = gi + L.at(i, gi);
-        const bool in = gi >= tau && a > 0;
-        t[0] = in ? 1.0 / a : 0.0;
-        t[1] = in ? gi / a : 0.0;
-    };
-    CanonicalSums<2, decltype(term)> sums(n, threads, term);
     const std::int64_t nb = num_blocks(n);
-    std::vector<std::int64_t> counts(static_cast<size_t>(nb), 0);
-    std::vector<double> mins(static_cast<size_t>(nb), std::numeric_limits<double>::infinity());
+    std::vector<double> th(static_cast<size_t>(nb)), tg(static_cast<size_t>(nb)), mins(static_cast<size_t>(nb));
+    std::vector<std::int64_t> counts(static_cast<size_t>(nb));
+    const double inf = std::numeric_limits<double>::infinity();
     for_each_block(n, threads, [&](std::int64_t blk) {
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
-        std::int64_t c = 0;
-        double mn = std::numeric_limits<double>::infinity();
-        for (std::int64_t i = lo; i < hi; ++i) {
+        double lh[kLanes] = {}, lg[kLanes] = {}, mn[kLanes];
+        std::int64_t c[kLanes] = {};
+        for (int j = 0; j < kLanes; ++j) mn[j] = inf;
+        auto item = [&](std::int64_t i, int j) {
             const double gi = g[i];
             const double a = gi + L.at(i, gi);
-            if (gi >= tau && a > 0) {
-                ++c;
-                mn = std::min(mn, a);
-            }
+            const bool in = gi >= tau && a > 0;
+            lh[j] += in ? 1.0 / a : 0.0;
+            lg[j] += in ? gi / a : 0.0;
+            c[j] += in;
+            mn[j] = in ? std::min(mn[j], a) : mn[j];
+        };
+        std::int64_t i = lo;
+        for (; i + kLanes <= hi; i += kLanes)
+            for (int j = 0; j < kLanes; ++j) item(i + j, j);
+        for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
+        th[blk] = combine_lanes(lh);
+        tg[blk] = combine_lanes(lg);
+        std::int64_t cc = 0;
+        double m = inf;
+        for (int j = 0; j < kLanes; ++j) {
+            cc += c[j];
+            m = std::min(m, mn[j]);
         }
-        counts[blk] = c;
-        mins[blk] = mn;
+        counts[blk] = cc;
+        mins[blk] = m;
     });
-    SupportSums out{sums.grand[0], sums.grand[1], 0, std::numeric_limits<double>::infinity()};
+    SupportSums out{sum_blocks(th), sum_blocks(tg), 0, inf};
     for (std::int64_t blk = 0; blk < nb; ++blk) {
         out.count += counts[blk];
         out.min_a = std::min(out.min_a, mins[blk]);

@@ -76,4 +76,20 @@ struct CanonicalSums {
     }
 };
 
+// Canonical *totals* (no prefixes needed) in a vector-friendly order: inside each block,
+// item p goes to lane p % 8 (sequential per lane), lanes combine as
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), block totals add sequentially. Mirrors
+// canonical_total in python/rad/_numpy_backend.py.
+constexpr int kLanes = 8;
+
+inline double combine_lanes(const double* l) {
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+inline double sum_blocks(const std::vector<double>& block_totals) {
+    double run = 0.0;
+    for (double t : block_totals) run += t;
+    return run;
+}
+
 }  // namespace rad

@@ -121,6 +121,7 @@ def _theorem1_scan(g, losses, has_losses, w, perm, m):
 
 @_pjit
 def _support_sums(g, losses, has_losses, w, tau):
+    """See rad._numpy_backend.canonical_total for the summation order."""
     n = g.shape[0]
     nblk = (n + BLOCK - 1) // BLOCK
     tot_h = np.zeros(nblk)
@@ -128,31 +129,33 @@ def _support_sums(g, losses, has_losses, w, tau):
     counts = np.zeros(nblk, np.int64)
     mins = np.full(nblk, _INF)
     for blk in nb.prange(nblk):
-        ah = 0.0
-        ag = 0.0
+        lh = np.zeros(8)
+        lg = np.zeros(8)
         c = 0
         mn = _INF
-        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
+        lo = blk * BLOCK
+        for i in range(lo, min(n, lo + BLOCK)):
+            j = (i - lo) % 8
             gi = np.float64(g[i])
             a = gi + _loss(losses, has_losses, w, i, gi)
             if gi >= tau and a > 0:
-                ah += 1.0 / a
-                ag += gi / a
+                lh[j] += 1.0 / a
+                lg[j] += gi / a
                 c += 1
                 mn = min(mn, a)
             else:
-                ah += 0.0
-                ag += 0.0
-        tot_h[blk] = ah
-        tot_g[blk] = ag
+                lh[j] += 0.0
+                lg[j] += 0.0
+        tot_h[blk] = ((lh[0] + lh[1]) + (lh[2] + lh[3])) + ((lh[4] + lh[5]) + (lh[6] + lh[7]))
+        tot_g[blk] = ((lg[0] + lg[1]) + (lg[2] + lg[3])) + ((lg[4] + lg[5]) + (lg[6] + lg[7]))
         counts[blk] = c
         mins[blk] = mn
     rh = 0.0
     rg = 0.0
-    for blk in range(nblk - 1):
+    for blk in range(nblk):
         rh += tot_h[blk]
         rg += tot_g[blk]
-    return rh + tot_h[nblk - 1], rg + tot_g[nblk - 1], counts.sum(), mins.min()
+    return rh, rg, counts.sum(), mins.min()
 
 
 @_jit

@@ -1,24 +1,33 @@
 """Linear-programming oracle for the robust-distillation game (DESIGN §1).
 
-A slow, independent reference for the solver: the batch game
+A slow, independent reference for the solver. The batch game
 
     max_{q in [0,1]^n, sum q = b}  min_{c in [0,1]^n, sum c = n - m}  sum_i q_i (c_i a_i - l_i)
 
-is turned into a single LP by dualising the adversary. For fixed ``q`` the adversary solves
+is turned into one LP by dualising the adversary. For fixed ``q`` the adversary solves
 ``max_u sum_i u_i q_i a_i`` over ``u in [0,1]^n, sum u = m`` (``u = 1 - c``), whose LP dual
-is ``min_{nu, s >= 0} m nu + sum_i s_i`` subject to ``s_i >= q_i a_i - nu``. Hence
+is ``min_{nu, s >= 0} m nu + sum_i s_i`` subject to ``s_i >= q_i a_i - nu``. Hence the
+*sampler's LP*
 
     OPT_b = max  sum_i q_i g_i - m nu - sum_i s_i
             s.t. q_i a_i - nu - s_i <= 0,  0 <= q_i <= 1,  sum_i q_i = b,  s >= 0,  nu free.
 
-The multipliers ``u_i >= 0`` of the first ``n`` constraints form the adversary's
-equilibrium strategy: the dual of this LP is ``min_u (sum of the b largest g_i - u_i a_i)``
-over ``u in [0,1]^n, sum u = m`` (the ``nu`` column forces ``sum u = m``, the ``s_i``
-columns force ``u_i <= 1``), i.e. the adversary moving first. :func:`lp_batch` returns
-``c = 1 - u``.
+Its LP dual is the *adversary's LP* (the adversary moving first; ``lam`` prices
+``sum q = b`` and ``y_i`` the caps ``q_i <= 1``)
 
-The LP has ``2n + 1`` variables; it is meant for tests on small pools. Large pools are
-checked by :mod:`rad.verify.certificate` instead.
+    OPT_b = min  b lam + sum_i y_i
+            s.t. a_i u_i + lam + y_i >= g_i,  0 <= u_i <= 1,  sum_i u_i = m,  y >= 0,  lam free,
+
+i.e. ``min_u`` of the sum of the ``b`` largest ``g_i - u_i a_i = c_i a_i - l_i``.
+:func:`lp_batch` solves both: ``q`` and the value come from the first, the equilibrium
+``c = 1 - u`` from the second. Reading ``u`` off the first LP's multipliers is cheaper but
+less accurate: HiGHS makes them dual feasible only to its tolerance in its internally
+scaled model, and on a pool of ones with two gains of 1e6 (m = 11, b = 1) that left
+``c_i`` off by 5e-9 on a huge point, i.e. a 5e-3 gap in ``sampler_value(c)``; as primal
+variables of the adversary's LP the same ``u`` are accurate to about 1e-14 max(a).
+
+The LPs have ``2n + 1`` variables each; they are meant for tests on small pools. Large
+pools are checked by :mod:`rad.verify.certificate` instead.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
-from scipy.optimize import linprog
+from scipy.optimize import OptimizeResult, linprog
 
 __all__ = ["LPSolution", "lp_batch", "lp_single_draw"]
 
@@ -50,10 +59,10 @@ _HIGHS_OPTIONS = {
 #: with "HiGHS Status 0: Not Set", while the interior-point method with crossover, or the
 #: simplex at 1e-9, solves the same LP to full accuracy.
 _ATTEMPTS: tuple[tuple[str, str, dict[str, float | bool]], ...] = (
-    ("dual simplex, 1e-10", "highs", _HIGHS_OPTIONS),
+    ("highs (dual simplex), 1e-10", "highs", _HIGHS_OPTIONS),
     ("interior point + crossover, 1e-10", "highs-ipm", _HIGHS_OPTIONS),
     (
-        "dual simplex, 1e-9",
+        "highs (dual simplex), 1e-9",
         "highs",
         {**_HIGHS_OPTIONS, "primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9},
     ),
@@ -72,8 +81,9 @@ class LPSolution:
         The sampler's optimal inclusion probabilities ``q`` (``0 <= q <= 1``, sum ``b`` up
         to the solver tolerance).
     adversary : numpy.ndarray, shape (n,), float64
-        An equilibrium adversary ``c = 1 - u`` recovered from the LP duals (entries in
-        ``[0, 1]``, sum ``n - m`` up to the solver tolerance).
+        An equilibrium adversary ``c = 1 - u``, solved from the LP dual (entries in
+        ``[0, 1]``, sum ``n - m`` up to the solver tolerance):
+        ``sampler_value(c, gains, b, losses=...)`` equals ``value``.
     status : str
         HiGHS's termination message (noting the settings used if the first attempt failed
         numerically and a fallback solved the LP).
@@ -185,7 +195,7 @@ def lp_batch(
     Returns
     -------
     LPSolution
-        The value, the optimal ``q``, the equilibrium ``c`` from the duals, and the status.
+        The value, an optimal ``q``, an equilibrium ``c`` and HiGHS's status.
 
     Raises
     ------
@@ -201,22 +211,27 @@ def lp_batch(
 
     Notes
     -----
-    Formulation (DESIGN §1, adversary dualised with ``nu`` and ``s``)::
+    Two LPs are solved (module docstring): the sampler's LP, adversary dualised with
+    ``nu`` and ``s`` (DESIGN §1), gives ``value`` and ``q``::
 
         max  g.q - m nu - sum(s)
-        s.t. a_i q_i - nu - s_i <= 0,  0 <= q <= 1,  sum(q) = b,  s >= 0,  nu free.
+        s.t. a_i q_i - nu - s_i <= 0,  0 <= q <= 1,  sum(q) = b,  s >= 0,  nu free,
 
-    ``nu`` is confined to ``[-K, K]`` with ``K = max(a) + 1`` (in scaled units). Since
-    ``0 <= q_i a_i <= max(a)``, the inner objective ``m nu + sum_i (q_i a_i - nu)^+`` is
-    non-increasing for ``nu < 0`` (slope ``m - n``) and non-decreasing above ``max(a)``
-    (slope ``m``), so the box loses no optimum. Duals stay exact too: at ``nu = -K`` every
-    ``s_i > 0`` forces ``u = 1`` (possible only when ``m = n``), at ``nu = K`` every
-    constraint is slack and ``u = 0`` (only when ``m = 0``); either way ``sum u = m``.
+    and its dual, the adversary's LP, gives ``c = 1 - u``.
+
+    The free scalars are boxed to ``[-K, K]``, ``K = max(a) + 1`` (scaled units), which
+    loses no optimum: since ``0 <= q_i a_i <= max(a)``, ``m nu + sum_i (q_i a_i - nu)^+``
+    is non-increasing for ``nu < 0`` (slope ``m - n``) and non-decreasing above
+    ``max(a)`` (slope ``m``); and ``lam`` can always be taken as the ``b``-th largest
+    ``g_i - u_i a_i``, which lies in ``[-max(a), max(a)]``. The box removes zero-cost rays
+    (``nu -> -inf`` at ``m = n``, ``nu -> +inf`` at ``m = 0``, ``lam`` at ``b = 0``) on
+    which the dual simplex can otherwise report a spurious "unbounded".
 
     The data are divided by ``sqrt(min(a > 0) * max(a))`` before solving and the value
     multiplied back. On pools with ``n <= 40`` and ``a`` spanning up to 1e12 the value
-    agrees with exact references to about 1e-14 relative to ``max(a)``; the HiGHS
-    tolerances (1e-10) bound the error to roughly ``n * 1e-10 * max(a)``.
+    agrees with exact references to about 1e-14 relative to ``max(a)`` (worst seen:
+    2e-10); the HiGHS tolerances (1e-10) bound the error to roughly
+    ``n * 1e-10 * max(a)``.
     """
     g, lo, mf, bi = _resolve(gains, m, b, losses, w)
     n = g.shape[0]
@@ -230,55 +245,71 @@ def lp_batch(
     a = g + lo
     scale = _scale(a)
     gs, as_ = g / scale, a / scale
-
-    # Variables x = [q_0..q_{n-1}, nu, s_0..s_{n-1}]; linprog minimises, so negate.
-    cost = np.concatenate([-gs, [mf], np.ones(n)])
-    rows = np.arange(n)
-    a_ub = sparse.hstack(
-        [
-            sparse.diags(as_, format="csr"),
-            sparse.csr_matrix(-np.ones((n, 1))),
-            -sparse.identity(n, format="csr"),
-        ],
-        format="csr",
+    # Box for the free scalars nu and lam, K = max(a) + 1 (scaled): see Notes.
+    box = float(as_.max(initial=0.0)) + 1.0
+    diag = sparse.diags(as_, format="csr")
+    ones_col = sparse.csr_matrix(-np.ones((n, 1)))
+    eye = sparse.identity(n, format="csr")
+    sum_row = sparse.csr_matrix(
+        (np.ones(n), (np.zeros(n, dtype=np.intp), np.arange(n))), shape=(1, 2 * n + 1)
     )
-    b_ub = np.zeros(n)
-    a_eq = sparse.csr_matrix((np.ones(n), (np.zeros(n, dtype=np.intp), rows)), shape=(1, 2 * n + 1))
-    b_eq = np.array([float(bi)])
-    # nu is free in the formulation; the box [-K, K], K = max(a) + 1 (scaled), changes
-    # neither the optimum nor sum(u) = m (see Notes) but removes the zero-cost rays that
-    # exist at m = n (nu -> -inf) and m = 0 (nu -> +inf), on which HiGHS can otherwise
-    # stop with a spurious "unbounded" status.
-    nu_box = float(as_.max(initial=0.0)) + 1.0
-    bounds = [(0.0, 1.0)] * n + [(-nu_box, nu_box)] + [(0.0, None)] * n
+    unit_box = [(0.0, 1.0)] * n
+    nonneg = [(0.0, None)] * n
 
-    res, notes = None, []
+    # Sampler's LP, x = [q, nu, s]: min -g.q + m nu + sum(s), a_i q_i - nu - s_i <= 0.
+    primal, notes_p = _solve(
+        np.concatenate([-gs, [mf], np.ones(n)]),
+        sparse.hstack([diag, ones_col, -eye], format="csr"),
+        np.zeros(n),
+        sum_row,
+        float(bi),
+        unit_box + [(-box, box)] + nonneg,
+    )
+    # Adversary's LP, x = [u, lam, y]: min b lam + sum(y), -a_i u_i - lam - y_i <= -g_i.
+    dual, notes_d = _solve(
+        np.concatenate([np.zeros(n), [float(bi)], np.ones(n)]),
+        sparse.hstack([-diag, ones_col, -eye], format="csr"),
+        -gs,
+        sum_row,
+        mf,
+        unit_box + [(-box, box)] + nonneg,
+    )
+
+    q = np.clip(np.asarray(primal.x[:n], dtype=np.float64), 0.0, 1.0) + 0.0  # no -0.0
+    u = np.clip(np.asarray(dual.x[:n], dtype=np.float64), 0.0, 1.0)
+    value = -float(primal.fun) * scale + 0.0
+    status = str(primal.message)
+    notes = [f"sampler's LP: {x}" for x in notes_p] + [f"adversary's LP: {x}" for x in notes_d]
+    if notes:
+        status += " [solved after fallbacks; " + "; ".join(notes) + "]"
+    return LPSolution(value=value, probabilities=q, adversary=1.0 - u, status=status)
+
+
+def _solve(
+    cost: NDArray[np.float64],
+    a_ub: sparse.csr_matrix,
+    b_ub: NDArray[np.float64],
+    a_eq: sparse.csr_matrix,
+    b_eq: float,
+    bounds: list[tuple[float | None, float | None]],
+) -> tuple[OptimizeResult, list[str]]:
+    """Run :data:`_ATTEMPTS` in order until one is optimal; return it and the failures."""
+    notes: list[str] = []
     for label, method, options in _ATTEMPTS:
         res = linprog(
             cost,
             A_ub=a_ub,
             b_ub=b_ub,
             A_eq=a_eq,
-            b_eq=b_eq,
+            b_eq=np.array([b_eq]),
             bounds=bounds,
             method=method,
             options=options,
         )
         if res.status == 0 and res.x is not None:
-            break
+            return res, notes
         notes.append(f"{label}: status {res.status}: {res.message}")
-    else:
-        raise RuntimeError("HiGHS failed to solve the game LP; " + "; ".join(notes))
-    status = str(res.message)
-    if notes:
-        status += f" [solved by the fallback {label!r}; " + "; ".join(notes) + "]"
-
-    q = np.clip(np.asarray(res.x[:n], dtype=np.float64), 0.0, 1.0) + 0.0  # no -0.0
-    # Marginals are d(fun)/d(b_ub) <= 0 for a minimisation; u_i = -marginal_i is the
-    # adversary's mistake mass on i (see module docstring).
-    u = np.clip(-np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0, 1.0)
-    value = -float(res.fun) * scale + 0.0  # + 0.0 turns -0.0 into 0.0
-    return LPSolution(value=value, probabilities=q, adversary=1.0 - u, status=status)
+    raise RuntimeError("HiGHS failed to solve the game LP; " + "; ".join(notes))
 
 
 def lp_single_draw(

@@ -1,0 +1,71 @@
+"""pytest-benchmark suite: ``python -m pytest benchmarks/bench_select.py``.
+
+Compare the groups' medians; the ratios that matter are in benchmarks/RESULTS.md
+(produced by ``python benchmarks/scaling.py``, which measures them in one run).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rad
+from rad._backends import get_backend
+
+from reference import numpy_select, sequential_depround
+
+N = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def gains() -> np.ndarray:
+    return np.random.default_rng(0).random(N, dtype=np.float32)
+
+
+@pytest.mark.benchmark(group="select-1e6")
+def test_np_sum_floor(benchmark, gains):
+    benchmark(np.sum, gains)
+
+
+@pytest.mark.benchmark(group="select-1e6")
+@pytest.mark.parametrize("backend", ["cpp", "numba"])
+def test_rad_select(benchmark, gains, backend):
+    get_backend(backend)
+    rad.select(gains, 0.3 * N, 1000, rng=0, backend=backend)  # JIT warm-up
+    idx = benchmark(rad.select, gains, 0.3 * N, 1000, rng=0, backend=backend)
+    assert idx.shape == (1000,)
+
+
+@pytest.mark.benchmark(group="select-1e6")
+def test_rad_select_sorted_path(benchmark, gains):
+    benchmark(rad.select, gains, 0.3 * N, 1000, rng=0, method="sorted")
+
+
+@pytest.mark.benchmark(group="select-1e6")
+def test_numpy_reference(benchmark, gains):
+    idx = benchmark(numpy_select, gains, 0.3 * N, 1000)
+    assert idx.shape == (1000,)
+
+
+@pytest.mark.benchmark(group="depround-1e6")
+def test_depround_streaming(benchmark, gains):
+    sol = rad.solve(gains, 0.3 * N, 1000)
+    be = get_backend("cpp")
+    benchmark(be.depround_params, gains, None, sol.w, sol.params, 1000, 7, 2)
+
+
+@pytest.mark.benchmark(group="depround-1e6")
+def test_depround_per_item_pairing(benchmark, gains):
+    q = rad.solve(gains, 0.3 * N, 1000).probabilities()
+    sequential_depround(q)  # JIT warm-up
+    benchmark(sequential_depround, q)
+
+
+@pytest.mark.benchmark(group="argsort-1e6")
+def test_radix_argsort(benchmark, gains):
+    benchmark(get_backend("cpp").argsort_desc, gains, 2)
+
+
+@pytest.mark.benchmark(group="argsort-1e6")
+def test_numpy_argsort(benchmark, gains):
+    benchmark(np.argsort, -gains, kind="stable")
