@@ -64,7 +64,11 @@ _ATTEMPTS: tuple[tuple[str, str, dict[str, float | bool]], ...] = (
     (
         "highs (dual simplex), 1e-9",
         "highs",
-        {**_HIGHS_OPTIONS, "primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9},
+        {
+            **_HIGHS_OPTIONS,
+            "primal_feasibility_tolerance": 1e-9,
+            "dual_feasibility_tolerance": 1e-9,
+        },
     ),
 )
 
@@ -237,8 +241,8 @@ def lp_batch(
     n = g.shape[0]
     if n > max_n:
         raise ValueError(
-            f"n = {n} exceeds max_n = {max_n}: the LP oracle has O(n) variables "
-            f"(2n + 1) and n + 1 constraints, solved by HiGHS as a general LP "
+            f"n = {n} exceeds max_n = {max_n}: the LP oracle solves two LPs with O(n) "
+            f"variables (2n + 1) and n + 1 constraints each, by HiGHS as general LPs "
             f"(superlinear time), so it is only a reference for small pools; use "
             f"rad.verify.certificate to check solutions on large pools"
         )
