@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from strategies import instances
 
@@ -38,6 +38,9 @@ def test_permutation_equivariance(inst: dict, seed: int) -> None:
 @given(inst=instances(), c=st.sampled_from([1e-3, 0.5, 3.0, 1e4]))
 def test_scale_invariance(inst: dict, c: float) -> None:
     """Scaling gains and losses by c leaves q unchanged and scales the value by c."""
+    # (in exact arithmetic; a loss that underflows when scaled is a different game)
+    small = np.concatenate([inst["gains"], inst["l"]]) * min(c, 1.0)
+    assume(bool(np.all((small == 0) | (np.abs(small) > 1e-290))))
     q, v = _q(inst)
     losses = None if inst["losses"] is None else inst["losses"] * c
     q_c, v_c = _q(inst, gains=inst["gains"] * c, losses=losses)

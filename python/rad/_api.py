@@ -32,8 +32,13 @@ def _method(method: str) -> str:
     return method
 
 
-def _prepare(gains, m, b, w, losses, backend):
-    """Validate everything before any kernel runs; return normalised inputs."""
+def _prepare(gains, m, b, w, losses, backend, method="sorted"):
+    """Validate everything before any kernel runs; return normalised inputs.
+
+    On the sort-free path the gains' values are checked by the first kernel itself (the
+    read-only histogram pass, which stops at a NaN, inf or negative value and raises the
+    same error), saving a pass over the pool.
+    """
     be = get_backend(backend)
     g = as_float_vector(gains, "gains")
     n = g.shape[0]
@@ -41,7 +46,9 @@ def _prepare(gains, m, b, w, losses, backend):
         raise ValueError("gains is empty: the pool must have at least one point")
     mf = check_mistakes(m, n)
     bi = check_budget(b, n)
-    check_values(g, "gains", be.first_invalid)
+    fused = method != "sorted" and 0 < bi < n and hasattr(be, "threshold_search")
+    if not fused:
+        check_values(g, "gains", be.first_invalid)
     if losses is not None:
         if w is not None:
             raise ValueError("give either w (RAD losses w * gains) or losses, not both")
@@ -102,8 +109,9 @@ def solve(
     NetHarmWarning
         When the value is negative (the teacher is expected to do net harm).
     """
-    be, g, mf, bi, wf, lo = _prepare(gains, m, b, w, losses, backend)
-    return solve_game(g, lo, wf, mf, bi, be, _threads(threads), _method(method))
+    method = _method(method)
+    be, g, mf, bi, wf, lo = _prepare(gains, m, b, w, losses, backend, method)
+    return solve_game(g, lo, wf, mf, bi, be, _threads(threads), method)
 
 
 def select(
@@ -136,14 +144,15 @@ def select(
     >>> rad.select(gains, m=300, b=5, rng=1).shape
     (5,)
     """
-    be, g, mf, bi, wf, lo = _prepare(gains, m, b, w, losses, backend)
+    method = _method(method)
+    be, g, mf, bi, wf, lo = _prepare(gains, m, b, w, losses, backend, method)
     nthreads = _threads(threads)
     key = key_from_rng(rng)
     if bi == 0:
         return np.zeros(0, dtype=np.int64)
-    sol = solve_game(g, lo, wf, mf, bi, be, nthreads, _method(method))
+    sol = solve_game(g, lo, wf, mf, bi, be, nthreads, method)
     w_k = 0.0 if lo is not None else wf
-    return be.depround_params(g, lo, w_k, sol.params, bi, key, nthreads)
+    return be.depround_params(sol.gains, sol.losses, w_k, sol.params, bi, key, nthreads)
 
 
 def depround(

@@ -24,6 +24,7 @@ __all__ = [
     "depround_q",
     "first_invalid",
     "name",
+    "running_mass",
     "support_stats",
     "support_sums",
     "theorem1_scan",
@@ -136,13 +137,14 @@ def support_sums(
     gains: np.ndarray, losses: np.ndarray | None, w: float, tau: float, threads: int = 1
 ) -> tuple[float, float, int, float]:
     """Over points with ``g >= tau`` and ``a > 0`` (original order, :func:`canonical_total`):
-    ``(sum 1/a, sum g/a, count, min a)``."""
+    ``(sum r, sum g * r, count, min a)`` with ``r = 1/a``."""
     g = np.asarray(gains, dtype=np.float64)
     a = g + _losses(g, losses, w)
     mask = (g >= tau) & (a > 0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        h = canonical_total(np.where(mask, 1.0 / a, 0.0))
-        gg = canonical_total(np.where(mask, g / a, 0.0))
+        r = 1.0 / a
+        h = canonical_total(np.where(mask, r, 0.0))
+        gg = canonical_total(np.where(mask, g * r, 0.0))
     count = int(np.count_nonzero(mask))
     min_a = float(a[mask].min()) if count else float("inf")
     return h, gg, count, min_a
@@ -168,26 +170,51 @@ def support_stats(
 # --------------------------------------------------------------------------- DepRound
 
 
+#: Probabilities this close to 1 count as certain (a marginal moves by < 1e-9); every
+#: other item then moves the running mass by less than 1, one integer crossing at a time.
+CERTAIN = 1.0 - 2.0**-30
+#: The running mass is summed sequentially inside chunks of this many items.
+CHUNK = 8
+
+
+def running_mass(mass: np.ndarray) -> np.ndarray:
+    """The running mass ``M`` of DepRound in its canonical chunked order.
+
+    ``M_i = O_c + L_i`` with ``L_i`` the sequential sum inside chunk ``c`` (of
+    :data:`CHUNK` items) and ``O_{c+1} = O_c + L_last(c)``: short dependency chains for the
+    compiled kernels, the same bits everywhere.
+    """
+    n = mass.shape[0]
+    nc = -(-n // CHUNK)
+    padded = np.zeros(nc * CHUNK)
+    padded[:n] = mass
+    local = np.cumsum(padded.reshape(nc, CHUNK), axis=1)
+    off = np.zeros(nc)
+    np.cumsum(local[:-1, -1], out=off[1:])
+    return (local + off[:, None]).ravel()[:n]
+
+
 def _round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
     """Sequential-pairing DepRound of one block (DESIGN §1, "DepRound").
 
-    Items with ``q >= 1`` are taken, items with ``q <= 0`` skipped. The running sum ``M``
-    of the rest crosses an integer at *crossing* items; between two crossings lies a
-    *run*, whose members (the carried item and the run's items) merge into one carried
-    item picked with probability proportional to mass — by inverse CDF with one uniform
-    ``t`` aimed at ``k + t`` (a second uniform only if the run's mass fell short of it).
-    At a crossing item ``j`` the carry (mass ``S``) and ``j`` are paired exactly as in
-    Algorithm 2: the carry is taken with probability ``(1-q_j) / ((1-S) + (1-q_j))``.
+    Items with ``q >= CERTAIN`` are taken, items with ``q <= 0`` skipped. The running
+    mass ``M`` (:func:`running_mass`) of the rest crosses an integer at *crossing* items;
+    between two crossings lies a *run*, whose members (the carried item and the run's
+    items) merge into one carried item picked with probability proportional to mass — by
+    inverse CDF with one uniform ``t`` aimed at ``k + t`` (a second uniform only if the
+    run's mass fell short of it). At a crossing item ``j`` the carry (mass ``S``) and ``j``
+    are paired exactly as in Algorithm 2: the carry is taken with probability
+    ``(1-q_j) / ((1-S) + (1-q_j))``.
 
     Returns the positions taken, and the leftover (position or -1, mass in [0, 1)).
     """
-    ones = q >= 1.0
+    ones = q >= CERTAIN
     taken: list[int] = np.flatnonzero(ones).tolist()
     mass = np.where(ones | (q <= 0), 0.0, q)
     n = mass.shape[0]
     if n == 0:
         return taken, -1, 0.0
-    cum = np.cumsum(mass)
+    cum = running_mass(mass)
     floor = np.floor(cum)
     crossings = np.flatnonzero(floor > np.concatenate(([0.0], floor[:-1])))
     n_pos = np.concatenate(([0], np.cumsum(mass > 0)))

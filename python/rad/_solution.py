@@ -91,6 +91,10 @@ class Solution:
         True when some probability is capped at 1, i.e. the solution is not ``b * p*``.
     params : Params
         The scalars that define every probability (see :mod:`rad._solution`).
+    scale_exponent : int
+        0, or ``e`` when ``gains`` and ``losses`` here are the caller's times ``2**e``
+        because ``1/a`` overflowed for subnormal input (``params`` are in those units;
+        ``value`` and ``threshold`` are in the caller's).
     """
 
     value: float
@@ -104,6 +108,7 @@ class Solution:
     params: Params
     gains: np.ndarray = field(repr=False, compare=False)
     losses: np.ndarray | None = field(repr=False, compare=False, default=None)
+    scale_exponent: int = 0
 
     @property
     def nu(self) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Literal
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from rad._numpy_backend import canonical_prefix
 from rad._solution import NetHarmWarning, Params, Solution
+from rad._validation import check_values
 
 __all__ = ["solve_game"]
 
@@ -32,6 +33,10 @@ __all__ = ["solve_game"]
 #: floating-point residue at a breakpoint of ``F``, not a real fractional item.
 _SNAP = 1e-11
 _MAX_ITER = 400
+
+
+class _Overflow(ArithmeticError):
+    """1/a overflowed (subnormal gains or losses): solve again on rescaled copies."""
 
 
 def solve_game(
@@ -51,7 +56,43 @@ def solve_game(
     backend has it), ``"sorted"`` (radix sort + prefix sums), or ``"auto"`` (sort-free when
     available). Both give the same ``k*`` and threshold: the sort-free search reports any
     decision within rounding of a tie, and the sorted scan then decides.
+
+    Subnormal inputs can make ``1/a`` overflow. Then the game is solved on copies of the
+    gains and losses multiplied by a power of two (exact, and the game is
+    scale-equivariant); the solution keeps those copies and reports ``scale_exponent``.
     """
+    try:
+        return _solve_game(gains, losses, w, m, b, backend, threads, method)
+    except _Overflow:
+        g64 = np.asarray(gains, dtype=np.float64)
+        a = g64 + (np.asarray(losses, dtype=np.float64) if losses is not None else w * g64)
+        positive = a[a > 0]
+        # 2**e puts the smallest positive a near 2**-990: every 1/a and every sum of up to
+        # 2**30 of them stays finite, and the largest a stays far below overflow.
+        e = -990 - int(np.frexp(positive.min())[1])
+        if int(np.frexp(positive.max())[1]) + e > 1000:
+            raise ValueError(
+                "gains and losses span too many orders of magnitude (subnormal values next "
+                "to huge ones): 1/a cannot be represented; rescale or clip the tiny values"
+            )
+        g2 = np.ldexp(g64, e)
+        l2 = None if losses is None else np.ldexp(np.asarray(losses, dtype=np.float64), e)
+        sol = _solve_game(g2, l2, w, m, b, backend, threads, method)
+        return replace(
+            sol, value=math.ldexp(sol.value, -e), threshold=math.ldexp(sol.threshold, -e), scale_exponent=e
+        )
+
+
+def _solve_game(
+    gains: np.ndarray,
+    losses: np.ndarray | None,
+    w: float,
+    m: float,
+    b: int,
+    backend: ModuleType,
+    threads: int,
+    method: str = "auto",
+) -> Solution:
     n = gains.shape[0]
     w_k = 0.0 if losses is not None else w
     w_report = float("nan") if losses is not None else w
@@ -73,6 +114,8 @@ def solve_game(
     found = None
     if method != "sorted" and hasattr(backend, "threshold_search"):
         status, tau, kstar, g_total = backend.threshold_search(gains, losses, w_k, m, threads)
+        if status == 2:  # a NaN, inf or negative gain: the usual error, index included
+            check_values(gains, "gains", backend.first_invalid)
         if status == 0:
             found = (float(tau), int(kstar), float(g_total))
     if found is None:
@@ -83,6 +126,8 @@ def solve_game(
     if g_total >= m:
         if tau > 0:
             h, g, count, min_a = backend.support_sums(gains, losses, w_k, tau, threads)
+            if not (math.isfinite(h) and math.isfinite(g)):
+                raise _Overflow
             nu = b / h
             if nu <= min_a:
                 value = b * ((g - m) / h)
@@ -92,6 +137,8 @@ def solve_game(
         perm = backend.argsort_desc(gains, threads)
     ctx = _CappedContext.build(gains, losses, w_k, perm, backend, threads)
     nu, ev = _maximise_dual(ctx, b, m)
+    if not (math.isfinite(ev.value) and math.isfinite(nu)):
+        raise _Overflow
     frac = 0.0 if ev.resid <= _SNAP * b else min(1.0, ev.resid / ev.group_total)
     if ev.fill == "gain":
         params = Params("gain", nu, gain_cut=ev.cut, gain_frac=frac)

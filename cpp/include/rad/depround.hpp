@@ -1,5 +1,15 @@
 // DepRound (paper Algorithm 2) by sequential pairing with skip-ahead (DESIGN §1).
 // Mirrors _round_sequence / depround_q in python/rad/_numpy_backend.py exactly.
+//
+// Within a block: items with q >= kCertain are taken, q <= 0 skipped; the running mass
+// M of the others is the chunked prefix sum below (its exact bits are part of the
+// contract). M crosses an integer at *crossing* items; between two crossings lies a
+// *run*, whose members (the carried item and the run's items) collapse to one survivor
+// picked with probability proportional to mass — inverse CDF: one uniform t aimed at
+// k + t (a second only if the run's mass falls short). At the crossing item j the survivor
+// (mass S) and j are paired exactly as in Algorithm 2: the survivor is taken with
+// probability (1 - q_j) / ((1 - S) + (1 - q_j)). Crossings and picks are found by binary
+// search on M, so the work per block is a few vectorisable passes plus O(b log B).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -12,84 +22,88 @@
 
 namespace rad {
 
+// Probabilities this close to 1 are treated as certain (changes a marginal by < 1e-9);
+// every other item then moves M by less than 1, so M crosses one integer at a time.
+constexpr double kCertain = 1.0 - 1.0 / 1073741824.0;  // 1 - 2^-30
+// M is summed sequentially inside chunks of kChunk items, chunk totals sequentially:
+// M_i = O_c + L_i, O_{c+1} = O_c + L_last(c). Short dependency chains; exact same bits
+// in every backend.
+constexpr std::int64_t kChunk = 8;
+
 struct Leftover {
     std::int64_t index = -1;
     double mass = 0.0;
 };
 
-// Round q(lo..hi) sequentially. Items with q >= 1 are taken, q <= 0 skipped. Between two
-// integer crossings of the running sum M lies a run; its members (the carried item and
-// the run's items) collapse to one survivor picked by inverse CDF: one uniform t aimed
-// at k + t, a second only if the run's mass falls short. At the crossing item j the
-// survivor (mass S) and j are paired as in Algorithm 2.
-template <class QFn>
-Leftover round_sequence(std::int64_t lo, std::int64_t hi, QFn&& q, Stream& rs, std::vector<std::int64_t>& taken) {
-    double M = 0.0, k = 0.0, m_start = 0.0, target = 0.0;
-    std::int64_t carry = -1, pick = -1, run_start = lo;
-    bool drawn = false, found = false;
-    auto resolve = [&](std::int64_t end) -> std::int64_t {
-        if (!drawn) return carry;
-        if (found) return pick;
-        const double total = M - k;
-        if (!(total > 0)) return carry;
-        const double t2 = k + rs.next() * total;
-        if (m_start > t2) return carry;
-        double c = m_start;
-        std::int64_t last = -1;
-        for (std::int64_t i = run_start; i < end; ++i) {
-            const double p = q(i);
-            if (p >= 1.0 || !(p > 0.0)) continue;
-            c += p;
-            last = i;
-            if (c > t2) return i;
-        }
-        return last;
-    };
-    for (std::int64_t i = lo; i < hi; ++i) {
-        const double p = q(i);
-        if (p >= 1.0) {
-            taken.push_back(i);
-            continue;
-        }
-        // Zero-probability items fall through without a branch of their own: they add
-        // nothing to M, cannot cross, and never become the pick (M does not grow).
-        const double Mn = M + p;
-        if (Mn >= k + 1.0) {
-            const std::int64_t survivor = resolve(i);
-            const double alpha = 1.0 - (M - k), beta = 1.0 - p;
-            if (survivor < 0) {
-                taken.push_back(i);
-                carry = -1;
-            } else if (rs.next() * (alpha + beta) < beta) {
-                taken.push_back(survivor);
-                carry = i;
-            } else {
-                taken.push_back(i);
-                carry = survivor;
-            }
-            k += 1.0;
-            M = Mn;
-            m_start = M;
-            run_start = i + 1;
-            drawn = found = false;
-        } else {
-            if (!drawn) {
-                if (!(p > 0.0)) continue;
-                target = k + rs.next();
-                drawn = true;
-                if (m_start > target) {
-                    pick = carry;
-                    found = true;
-                }
-            }
-            M = Mn;
-            if (!found && M > target) {
-                pick = i;
-                found = true;
-            }
-        }
+// Round q[0..len) (global index = base + local index); append taken global indices.
+inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t base, Stream& rs,
+                               std::vector<std::int64_t>& taken) {
+    thread_local std::vector<double> mass_buf, cum_buf;
+    thread_local std::vector<std::int32_t> npos_buf;
+    mass_buf.resize(static_cast<size_t>(len));
+    cum_buf.resize(static_cast<size_t>(len));
+    npos_buf.resize(static_cast<size_t>(len) + 1);
+    double* mass = mass_buf.data();
+    double* cum = cum_buf.data();
+    std::int32_t* npos = npos_buf.data();
+    npos[0] = 0;
+    for (std::int64_t i = 0; i < len; ++i) {
+        const double p = q[i];
+        const bool certain = p >= kCertain;
+        if (certain) taken.push_back(base + i);
+        mass[i] = (certain || !(p > 0.0)) ? 0.0 : p;
+        npos[i + 1] = npos[i] + (mass[i] > 0.0);
     }
-    return {resolve(hi), M - k};
+    double off = 0.0;
+    for (std::int64_t c0 = 0; c0 < len; c0 += kChunk) {
+        const std::int64_t c1 = std::min(len, c0 + kChunk);
+        double local = 0.0;
+        for (std::int64_t i = c0; i < c1; ++i) {
+            local += mass[i];
+            cum[i] = off + local;
+        }
+        off = off + local;
+    }
+    auto resolve = [&](std::int64_t s, std::int64_t e, double k, double m_start, std::int64_t carry) {
+        if (npos[e] - npos[s] == 0) return carry;
+        double target = k + rs.next();
+        if (m_start > target) return carry;
+        std::int64_t i = std::upper_bound(cum + s, cum + e, target) - cum;
+        if (i < e) return i;
+        const double total = cum[e - 1] - k;
+        if (!(total > 0)) return carry;
+        target = k + rs.next() * total;
+        if (m_start > target) return carry;
+        i = std::upper_bound(cum + s, cum + e, target) - cum;
+        if (i < e) return i;
+        for (i = e - 1; !(mass[i] > 0.0); --i) {
+        }
+        return i;
+    };
+    double k = 0.0, m_start = 0.0;
+    std::int64_t start = 0, carry = -1;
+    for (;;) {
+        const std::int64_t j = std::lower_bound(cum + start, cum + len, k + 1.0) - cum;
+        if (j >= len) break;
+        const std::int64_t pick = resolve(start, j, k, m_start, carry);
+        const double held = (j > 0 ? cum[j - 1] : 0.0) - k;
+        const double alpha = 1.0 - held, beta = 1.0 - mass[j];
+        if (pick < 0) {
+            taken.push_back(base + j);
+            carry = -1;
+        } else if (rs.next() * (alpha + beta) < beta) {
+            taken.push_back(base + pick);
+            carry = j;
+        } else {
+            taken.push_back(base + j);
+            carry = pick;
+        }
+        k += 1.0;
+        m_start = cum[j];
+        start = j + 1;
+    }
+    const std::int64_t pick = resolve(start, len, k, m_start, carry);
+    return {pick >= 0 ? base + pick : -1, len ? cum[len - 1] - k : 0.0};
 }
 
 // Exactly b distinct indices (sorted) with inclusion probabilities q(i): blocks of kBlock
@@ -102,12 +116,11 @@ std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t
     for_each_block(n, threads, [&](std::int64_t blk) {
         Stream rs(stream_state(key, static_cast<std::uint64_t>(blk)));
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
-        // Probabilities of the block first (a vectorisable loop), then the sequential pass.
-        thread_local std::vector<double> buf;
+        thread_local std::vector<double> buf;  // the block's probabilities (vectorisable)
         buf.resize(static_cast<size_t>(hi - lo));
         double* bp = buf.data();
         for (std::int64_t i = lo; i < hi; ++i) bp[i - lo] = q(i);
-        left[blk] = round_sequence(lo, hi, [bp, lo](std::int64_t i) { return bp[i - lo]; }, rs, taken[blk]);
+        left[blk] = round_sequence(bp, hi - lo, lo, rs, taken[blk]);
     });
     std::vector<std::int64_t> ids;
     std::vector<double> masses;
@@ -127,8 +140,7 @@ std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t
     }
     Stream ms(stream_state(key, kMergeStream));
     std::vector<std::int64_t> merged;
-    const Leftover last = round_sequence(
-        0, static_cast<std::int64_t>(masses.size()), [&](std::int64_t i) { return masses[i]; }, ms, merged);
+    const Leftover last = round_sequence(masses.data(), static_cast<std::int64_t>(masses.size()), 0, ms, merged);
     for (std::int64_t i : merged) out.push_back(ids[i]);
     if (static_cast<std::int64_t>(out.size()) == b - 1 && last.index >= 0) out.push_back(ids[last.index]);
     std::sort(out.begin(), out.end());

@@ -113,8 +113,8 @@ struct SupportSums {
     double min_a;
 };
 
-// Over points with g >= tau and a > 0, original order: sum 1/a, sum g/a (canonical lane
-// totals, see parallel.hpp), count, min a. One streaming, vectorisable pass.
+// Over points with g >= tau and a > 0, original order: sum r and sum g*r with r = 1/a
+// (canonical lane totals, see parallel.hpp), count, min a. One streaming, vectorisable pass.
 template <class T>
 SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
     const std::int64_t nb = num_blocks(n);
@@ -130,8 +130,9 @@ SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int t
             const double gi = g[i];
             const double a = gi + L.at(i, gi);
             const bool in = gi >= tau && a > 0;
-            lh[j] += in ? 1.0 / a : 0.0;
-            lg[j] += in ? gi / a : 0.0;
+            const double r = 1.0 / a;
+            lh[j] += in ? r : 0.0;
+            lg[j] += in ? gi * r : 0.0;
             c[j] += in;
             mn[j] = in ? std::min(mn[j], a) : mn[j];
         };

@@ -194,6 +194,9 @@ ThresholdResult threshold_search(const T* g, Losses L, std::int64_t n, double m,
         const double margin = 1e-10 * (std::abs(tau) * h + gs + m);
         if (std::abs(d_in) < margin || std::abs(d_out) < margin || std::abs(res.g_total - m) < 1e-10 * scale)
             res.status = 1;
+        // 1/a overflowed (subnormal input): the sums mean nothing, let the sorted scan decide.
+        if (!std::isfinite(h) || !std::isfinite(gs) || !std::isfinite(res.g_total) || std::isnan(d_in) || std::isnan(d_out))
+            res.status = 1;
         return res;
     }
     return res;

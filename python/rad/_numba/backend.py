@@ -139,8 +139,9 @@ def _support_sums(g, losses, has_losses, w, tau):
             gi = np.float64(g[i])
             a = gi + _loss(losses, has_losses, w, i, gi)
             if gi >= tau and a > 0:
-                lh[j] += 1.0 / a
-                lg[j] += gi / a
+                r = 1.0 / a
+                lh[j] += r
+                lg[j] += gi * r
                 c += 1
                 mn = min(mn, a)
             else:
@@ -185,94 +186,91 @@ def _materialize(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf):
     return out
 
 
+_CERTAIN = 1.0 - 2.0**-30
+_CHUNK = 8
+
+
+@_jit
+def _resolve(cum, mass, npos, s, e, k, m_start, carry, state, counter):
+    if npos[e] - npos[s] == 0:
+        return carry, counter
+    target = k + _uniform(state, counter)
+    counter += np.uint64(1)
+    if m_start > target:
+        return carry, counter
+    i = s + np.searchsorted(cum[s:e], target, side="right")
+    if i < e:
+        return i, counter
+    total = cum[e - 1] - k
+    if not (total > 0):
+        return carry, counter
+    target = k + _uniform(state, counter) * total
+    counter += np.uint64(1)
+    if m_start > target:
+        return carry, counter
+    i = s + np.searchsorted(cum[s:e], target, side="right")
+    if i < e:
+        return i, counter
+    i = e - 1
+    while not (mass[i] > 0.0):
+        i -= 1
+    return i, counter
+
+
 @_jit
 def _round_sequence(q, lo, hi, state, out, n_out):
-    """DepRound of q[lo:hi]; appends taken indices to out[n_out:]. See _numpy_backend."""
+    """DepRound of q[lo:hi]; appends taken indices to out[n_out:]. See depround.hpp."""
+    n = hi - lo
+    mass = np.empty(n)
+    cum = np.empty(n)
+    npos = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        p = q[lo + i]
+        certain = p >= _CERTAIN
+        if certain:
+            out[n_out] = lo + i
+            n_out += 1
+        mass[i] = 0.0 if (certain or not (p > 0.0)) else p
+        npos[i + 1] = npos[i] + (1 if mass[i] > 0.0 else 0)
+    off = 0.0
+    for c0 in range(0, n, _CHUNK):
+        local = 0.0
+        for i in range(c0, min(n, c0 + _CHUNK)):
+            local += mass[i]
+            cum[i] = off + local
+        off = off + local
     counter = np.uint64(0)
-    M = 0.0
     k = 0.0
     m_start = 0.0
-    target = 0.0
+    start = 0
     carry = -1
-    pick = -1
-    run_start = lo
-    drawn = False
-    found = False
-    for i in range(lo, hi + 1):
-        at_end = i == hi
-        if not at_end:
-            p = q[i]
-            if p >= 1.0:
-                out[n_out] = i
-                n_out += 1
-                continue
-            if not (p > 0.0):
-                continue
-            Mn = M + p
-            crossing = Mn >= k + 1.0
-            if not crossing:
-                if not drawn:
-                    target = k + _uniform(state, counter)
-                    counter += np.uint64(1)
-                    drawn = True
-                    if m_start > target:
-                        pick = carry
-                        found = True
-                M = Mn
-                if not found and M > target:
-                    pick = i
-                    found = True
-                continue
-        # resolve the run [run_start, i)
-        if not drawn:
-            survivor = carry
-        elif found:
-            survivor = pick
-        else:
-            total = M - k
-            if not (total > 0):
-                survivor = carry
-            else:
-                t2 = k + _uniform(state, counter) * total
-                counter += np.uint64(1)
-                if m_start > t2:
-                    survivor = carry
-                else:
-                    c = m_start
-                    survivor = -1
-                    for j in range(run_start, i):
-                        pj = q[j]
-                        if pj >= 1.0 or not (pj > 0.0):
-                            continue
-                        c += pj
-                        survivor = j
-                        if c > t2:
-                            break
-        if at_end:
-            return n_out, survivor, M - k
-        alpha = 1.0 - (M - k)
-        beta = 1.0 - p
-        if survivor < 0:
-            out[n_out] = i
-            n_out += 1
+    while True:
+        j = start + np.searchsorted(cum[start:], k + 1.0, side="left")
+        if j >= n:
+            break
+        pick, counter = _resolve(cum, mass, npos, start, j, k, m_start, carry, state, counter)
+        held = (cum[j - 1] if j > 0 else 0.0) - k
+        alpha = 1.0 - held
+        beta = 1.0 - mass[j]
+        if pick < 0:
+            out[n_out] = lo + j
             carry = -1
         else:
             u = _uniform(state, counter)
             counter += np.uint64(1)
             if u * (alpha + beta) < beta:
-                out[n_out] = survivor
-                carry = i
+                out[n_out] = lo + pick
+                carry = j
             else:
-                out[n_out] = i
-                carry = survivor
-            n_out += 1
+                out[n_out] = lo + j
+                carry = pick
+        n_out += 1
         k += 1.0
-        M = Mn
-        m_start = M
-        run_start = i + 1
-        drawn = False
-        found = False
-    return n_out, -1, 0.0  # unreachable
+        m_start = cum[j]
+        start = j + 1
+    pick, counter = _resolve(cum, mass, npos, start, n, k, m_start, carry, state, counter)
+    left = cum[n - 1] - k if n > 0 else 0.0
+    return n_out, (lo + pick if pick >= 0 else -1), left
 
 
 @_pjit
@@ -400,12 +398,17 @@ def _histogram(g, raw, sign, losses, has_losses, w, nbits, shift, pshift, prefix
     hh = np.zeros((nt, _NBINS))
     gg = np.zeros((nt, _NBINS))
     mn = np.full((nt, _NBINS), np.inf)
+    bad = np.zeros(nt, np.bool_)
     mask = np.uint64(_NBINS - 1)
+    hi_val = np.finfo(g.dtype).max
     for t in nb.prange(nt):
         lo = n * t // nt
         hi = n * (t + 1) // nt
         for i in range(lo, hi):
             v = g[i]
+            if not (v >= 0 and v <= hi_val):
+                bad[t] = True
+                continue
             u = _bits(raw[i], sign)
             if pshift < nbits and (u >> np.uint64(pshift)) != prefix:
                 continue
@@ -428,7 +431,7 @@ def _histogram(g, raw, sign, losses, has_losses, w, nbits, shift, pshift, prefix
             h0[b] += hh[t, b]
             g0[b] += gg[t, b]
             m0[b] = min(m0[b], mn[t, b])
-    return c0, h0, g0, m0
+    return c0, h0, g0, m0, bad.any()
 
 
 @_jit
@@ -464,7 +467,9 @@ def threshold_search(gains, losses, w, m, threads=1):
     m = float(m)
     while True:
         pshift = shift + _DIGIT
-        cnt, hh, gg, mn = _histogram(gains, raw, sign, lv, has, float(w), nbits, shift, pshift, np.uint64(prefix), nt)
+        cnt, hh, gg, mn, bad = _histogram(gains, raw, sign, lv, has, float(w), nbits, shift, pshift, np.uint64(prefix), nt)
+        if bad:
+            return 2, 0.0, 0, 0.0
         if level == 0:
             g_total = 0.0
             for v in gg.tolist():
@@ -518,4 +523,6 @@ def threshold_search(gains, losses, w, m, threads=1):
                 k += 1
         margin = 1e-10 * (abs(tau) * h + gs + m)
         status = int(abs(d_in) < margin or abs(d_out) < margin or abs(g_total - m) < 1e-10 * scale)
+        if not all(np.isfinite([h, gs, g_total])) or d_in != d_in or d_out != d_out:
+            status = 1  # 1/a overflowed (subnormal input): let the sorted scan decide
         return status, tau, k, g_total
