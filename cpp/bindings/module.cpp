@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "rad/capped.hpp"
 #include "rad/depround.hpp"
 #include "rad/game.hpp"
 #include "rad/radix_sort.hpp"
@@ -154,6 +155,16 @@ PYBIND11_MODULE(_core, m) {
         }
         return to_array(std::move(out));
     }, py::arg("q").noconvert(), py::arg("b"), py::arg("key"), py::arg("threads"));
+    m.def("capped_eval", [](Arr<double> g_g, Arr<double> a_g, Arr<std::int64_t> ends_g, Arr<double> l_l,
+                            Arr<double> a_l, Arr<std::int64_t> ends_l, double nu, double b, double m, int threads) {
+        const std::int64_t n = g_g.size();
+        const double *gg = g_g.data(), *ag = a_g.data(), *ll = l_l.data(), *al = a_l.data();
+        const std::int64_t *eg = ends_g.data(), *el = ends_l.data();
+        const std::int64_t neg = ends_g.size(), nel = ends_l.size();
+        py::gil_scoped_release nogil;
+        auto r = rad::capped_eval(gg, ag, eg, neg, ll, al, el, nel, n, nu, b, m, threads);
+        return std::make_tuple(r.value, r.slope, r.fill_loss, r.cut, r.resid, r.group_total);
+    });
     m.attr("BLOCK") = rad::kBlock;
     m.attr("has_openmp") = rad::has_openmp();
     m.def("max_threads", []() {

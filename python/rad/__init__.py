@@ -24,8 +24,11 @@ __all__ = [
     "__version__",
     "backends",
     "depround",
+    "gains",
     "select",
     "solve",
+    "strategies",
+    "verify",
 ]
 
 # Attributes resolved on first use, so that ``import rad.verify`` (or a helper module)
@@ -40,7 +43,15 @@ _LAZY = {
 }
 
 
+#: Submodules importable as attributes (``rad.gains``, ...), also loaded on first use.
+_SUBMODULES = {"gains", "strategies", "verify"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        value = import_module(f"rad.{name}")
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'rad' has no attribute {name!r}")

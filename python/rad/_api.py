@@ -18,9 +18,14 @@ __all__ = ["depround", "select", "solve"]
 RNG = "int | np.random.Generator | np.random.SeedSequence | None"
 
 
-def _threads(threads: int | None) -> int:
+#: Below this many points ``threads=None`` means one thread: a parallel region costs more
+#: than it saves on small pools, and much more when another process holds a core.
+PARALLEL_MIN_N = 1 << 22
+
+
+def _threads(threads: int | None, n: int = PARALLEL_MIN_N) -> int:
     if threads is None:
-        return default_threads()
+        return default_threads() if n >= PARALLEL_MIN_N else 1
     if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, numbers.Integral) or threads < 1:
         raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
     return int(threads)
@@ -92,7 +97,8 @@ def solve(
     backend : {"auto", "cpp", "numba", "numpy"}
         Kernel implementation.
     threads : int, optional
-        Threads for the compiled kernels (default: ``RAD_NUM_THREADS`` or all cores).
+        Threads for the compiled kernels. Default: ``RAD_NUM_THREADS`` or all cores for
+        pools of ``2**22`` points or more, one thread below that.
     method : {"auto", "sortfree", "sorted"}
         How Theorem 1's support is found: a sort-free radix select over the float bits
         (a few streaming passes; ``auto`` uses it where the backend has it) or a full
@@ -111,7 +117,7 @@ def solve(
     """
     method = _method(method)
     be, g, mf, bi, wf, lo = _prepare(gains, m, b, w, losses, backend, method)
-    return solve_game(g, lo, wf, mf, bi, be, _threads(threads), method)
+    return solve_game(g, lo, wf, mf, bi, be, _threads(threads, g.shape[0]), method)
 
 
 def select(
@@ -146,7 +152,7 @@ def select(
     """
     method = _method(method)
     be, g, mf, bi, wf, lo = _prepare(gains, m, b, w, losses, backend, method)
-    nthreads = _threads(threads)
+    nthreads = _threads(threads, g.shape[0])
     key = key_from_rng(rng)
     if bi == 0:
         return np.zeros(0, dtype=np.int64)
@@ -190,7 +196,7 @@ def depround(
     b = round(total)
     if abs(total - b) > 1e-6 * max(1.0, total):
         raise ValueError(f"sum(q) must be an integer (the sample size); got {total!r}")
-    nthreads = _threads(threads)
+    nthreads = _threads(threads, qa.shape[0])
     key = key_from_rng(rng)
     if b == 0:
         return np.zeros(0, dtype=np.int64)

@@ -56,3 +56,9 @@ def depround_params(gains, losses, w, params: Params, b, key, threads=1):
 
 def depround_q(q, b, key, threads=1):
     return _core.depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key), threads)
+
+
+def capped_eval(ctx, nu, b, m, threads=1):
+    """F(nu) on the capped path's sorted arrays (see rad._solver._capped_eval)."""
+    return _core.capped_eval(ctx.g_g, ctx.a_g, ctx.ends_g, ctx.l_l, ctx.a_l, ctx.ends_l,
+                             float(nu), float(b), float(m), threads)

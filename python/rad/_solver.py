@@ -195,6 +195,8 @@ class _CappedContext:
     ends_l: np.ndarray
     g_max: float
     a_max: float
+    backend: ModuleType | None = None
+    threads: int = 1
 
     @staticmethod
     def build(gains, losses, w, perm_g, backend, threads) -> "_CappedContext":
@@ -219,6 +221,7 @@ class _CappedContext:
         return _CappedContext(
             g_g=g_g, a_g=a_g, ends_g=_group_ends(g_g), l_l=l_l, a_l=a_l,
             ends_l=_group_ends(l_l), g_max=float(g_g[0]), a_max=float(a_g.max()),
+            backend=backend, threads=threads,
         )
 
 
@@ -233,6 +236,15 @@ def _excl(prefix: np.ndarray, pos: int) -> float:
 
 
 def _capped_eval(ctx: _CappedContext, nu: float, b: int, m: float) -> _Eval:
+    """``F(nu)`` through the backend's kernel when it has one (same bits), else NumPy."""
+    kernel = getattr(ctx.backend, "capped_eval", None)
+    if kernel is None:
+        return _capped_eval_numpy(ctx, nu, b, m)
+    value, slope, fill_loss, cut, resid, group_total = kernel(ctx, nu, b, m, ctx.threads)
+    return _Eval(value, slope, "loss" if fill_loss else "gain", cut, resid, group_total)
+
+
+def _capped_eval_numpy(ctx: _CappedContext, nu: float, b: int, m: float) -> _Eval:
     """``F(nu)``, its right slope and the boundary group (DESIGN §1, "Dualising")."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cap = np.where(ctx.a_g <= nu, 1.0, nu / ctx.a_g)

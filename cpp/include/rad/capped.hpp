@@ -1,0 +1,131 @@
+// One evaluation of the dual function F(nu) of the batch game on pre-sorted arrays
+// (the capped path of python/rad/_solver.py, _capped_eval — mirrored operation by
+// operation, with the canonical blocked prefix sums of parallel.hpp, so the iterates of
+// the outer search are the same bits on every backend).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "rad/parallel.hpp"
+
+namespace rad {
+
+struct CappedEval {
+    double value, slope;
+    bool fill_loss;
+    double cut, resid, group_total;
+};
+
+// Block totals/offsets of K non-negative terms, with inclusive prefixes on demand.
+template <int K, class Term>
+struct Prefixes {
+    const Term& term;
+    std::int64_t n;
+    CanonicalSums<K, Term> sums;
+    Prefixes(const Term& t, std::int64_t n_, int threads) : term(t), n(n_), sums(n_, threads, t) {}
+
+    // Inclusive canonical prefixes of every term at position i (i >= 0).
+    void at(std::int64_t i, double* out) const {
+        const std::int64_t blk = i / kBlock;
+        double acc[K] = {}, t[K];
+        for (std::int64_t p = blk * kBlock; p <= i; ++p) {
+            term(p, t);
+            for (int k = 0; k < K; ++k) acc[k] += t[k];
+        }
+        for (int k = 0; k < K; ++k) out[k] = acc[k] + sums.offsets[blk * K + k];
+    }
+    // Exclusive prefixes (all zero at 0).
+    void excl(std::int64_t i, double* out) const {
+        if (i == 0) {
+            for (int k = 0; k < K; ++k) out[k] = 0.0;
+            return;
+        }
+        at(i - 1, out);
+    }
+    double total(int k) const { return sums.grand[k]; }
+    // First position whose inclusive prefix of term 0 is >= target, or n.
+    std::int64_t first_reaching(double target) const {
+        const std::int64_t nb = num_blocks(n);
+        for (std::int64_t blk = 0; blk < nb; ++blk) {
+            if (!(sums.offsets[blk * K] + sums.totals[blk * K] >= target)) continue;
+            double acc = 0.0, t[K];
+            const std::int64_t hi = std::min(n, (blk + 1) * kBlock);
+            for (std::int64_t p = blk * kBlock; p < hi; ++p) {
+                term(p, t);
+                acc += t[0];
+                if (acc + sums.offsets[blk * K] >= target) return p;
+            }
+        }
+        return n;
+    }
+};
+
+inline CappedEval capped_eval(const double* g_g, const double* a_g, const std::int64_t* ends_g, std::int64_t n_ends_g,
+                              const double* l_l, const double* a_l, const std::int64_t* ends_l, std::int64_t n_ends_l,
+                              std::int64_t n, double nu, double b, double m, int threads) {
+    // g-order terms: cap, g*cap, [a>nu] g/a, [a>nu] 1/a
+    auto tg = [&](std::int64_t i, double* t) {
+        const double a = a_g[i];
+        const double cap = (a <= nu) ? 1.0 : nu / a;
+        const bool above = a > nu;
+        t[0] = cap;
+        t[1] = g_g[i] * cap;
+        t[2] = above ? g_g[i] / a : 0.0;
+        t[3] = above ? 1.0 / a : 0.0;
+    };
+    Prefixes<4, decltype(tg)> pg(tg, n, threads);
+    double e[4];
+    if (pg.total(0) >= b) {
+        const std::int64_t i = pg.first_reaching(b);
+        const std::int64_t j = std::upper_bound(ends_g, ends_g + n_ends_g, i) - ends_g;
+        const std::int64_t start = j > 0 ? ends_g[j - 1] : 0;
+        pg.excl(start, e);
+        const double before = e[0];
+        const double cut = g_g[start];
+        const double resid = b - before;
+        double end_pref[4];
+        pg.at(ends_g[j] - 1, end_pref);
+        CappedEval r;
+        r.value = e[1] + cut * resid - m * nu;
+        r.slope = (e[2] - cut * e[3]) - m;
+        r.fill_loss = false;
+        r.cut = cut;
+        r.resid = resid;
+        r.group_total = end_pref[0] - before;
+        return r;
+    }
+    // l-order terms: room = 1 - cap, l*room, [a>nu] l/a, [a>nu] 1/a
+    auto tl = [&](std::int64_t i, double* t) {
+        const double a = a_l[i];
+        const double cap = (a <= nu) ? 1.0 : nu / a;
+        const bool above = a > nu;
+        const double room = 1.0 - cap;
+        t[0] = room;
+        t[1] = l_l[i] * room;
+        t[2] = above ? l_l[i] / a : 0.0;
+        t[3] = above ? 1.0 / a : 0.0;
+    };
+    Prefixes<4, decltype(tl)> pl(tl, n, threads);
+    const double rest = b - pg.total(0);
+    const std::int64_t i = pl.first_reaching(rest);
+    std::int64_t t = std::upper_bound(ends_l, ends_l + n_ends_l, i) - ends_l;
+    t = std::min(t, n_ends_l - 1);
+    const std::int64_t start = t > 0 ? ends_l[t - 1] : 0;
+    pl.excl(start, e);
+    const double before = e[0];
+    const double cut = l_l[start];
+    const double resid = rest - before;
+    double end_pref[4];
+    pl.at(ends_l[t] - 1, end_pref);
+    CappedEval r;
+    r.value = pg.total(1) - e[1] - cut * resid - m * nu;
+    r.slope = pg.total(2) + cut * (pg.total(3) - e[3]) + e[2] - m;
+    r.fill_loss = true;
+    r.cut = cut;
+    r.resid = resid;
+    r.group_total = end_pref[0] - before;
+    return r;
+}
+
+}  // namespace rad
