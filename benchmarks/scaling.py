@@ -185,22 +185,29 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--big", action="store_true", help="also run n = 1e9 from a memory map")
     ap.add_argument("--big-path", default="/tmp/rad_bench_gains_1e9.npy")
+    ap.add_argument("--only", default="", help="comma list of parts to rerun (scaling,stages,capped,big); "
+                    "the others are kept from results_scaling.json")
     args = ap.parse_args()
     sizes = [10**6, 10**7] if args.quick else [10**6, 10**7, 10**8]
 
     def log(x):
         print(x, flush=True)
 
-    results = {
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
-                    "rad": rad.__version__, "backends": rad.backends()},
-        "scaling": scale_rows(sizes, log),
-    }
-    results["stages"] = stage_rows(sizes[-1], log)
-    results["capped"] = capped_row(10**7, log)
-    if args.big:
+    only = set(filter(None, args.only.split(",")))
+    path = HERE / "results_scaling.json"
+    results = json.loads(path.read_text()) if only and path.exists() else {}
+    results["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
+                          "rad": rad.__version__, "backends": rad.backends()}
+    want = only or {"scaling", "stages", "capped"} | ({"big"} if args.big else set())
+    if "scaling" in want:
+        results["scaling"] = scale_rows(sizes, log)
+    if "stages" in want:
+        results["stages"] = stage_rows(sizes[-1], log)
+    if "capped" in want:
+        results["capped"] = capped_row(10**7, log)
+    if "big" in want:
         results["big"] = big_row(log, Path(args.big_path))
-    (HERE / "results_scaling.json").write_text(json.dumps(results, indent=2))
+    path.write_text(json.dumps(results, indent=2))
     plot(results["scaling"], HERE / "scaling.png")
     print("wrote", HERE / "results_scaling.json", "and", HERE / "scaling.png")
     return 0

@@ -51,6 +51,9 @@ _HIGHS_OPTIONS = {
     "dual_feasibility_tolerance": 1e-10,
     "ipm_optimality_tolerance": 1e-12,
     "presolve": True,
+    # A few tiny pools make the dual simplex cycle at these tolerances (seen: minutes on
+    # a 20-point pool); stop it and let the next attempt (interior point) finish the job.
+    "time_limit": 10.0,
 }
 
 #: Solver attempts, in order. The game LP is always feasible and bounded, so a non-optimal
