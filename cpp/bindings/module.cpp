@@ -97,6 +97,44 @@ void bind_for(py::module_& m) {
         return std::make_tuple(r.h, r.g, r.count, r.min_a);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("tau"), py::arg("threads"));
 
+    m.def("support_block_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
+        const Losses L = make_losses(losses, w);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        rad::BlockSums r;
+        {
+            py::gil_scoped_release nogil;
+            r = rad::support_block_sums(gp, L, n, tau, threads);
+        }
+        return std::make_tuple(py::array_t<double>(r.h.size(), r.h.data()), py::array_t<double>(r.g.size(), r.g.data()),
+                               py::array_t<std::int64_t>(r.count.size(), r.count.data()),
+                               py::array_t<double>(r.min_a.size(), r.min_a.data()));
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("tau"), py::arg("threads"));
+
+    m.def("depround_blocks", [](Arr<T> g, OptLosses losses, double w, ParamTuple params, std::uint64_t key,
+                                std::int64_t offset, std::uint64_t first_stream, int threads) {
+        const Losses L = make_losses(losses, w);
+        const Params P = make_params(params);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        rad::BlockPhase ph;
+        {
+            py::gil_scoped_release nogil;
+            ph = rad::depround_blocks(n, offset, first_stream, key, threads, [&](std::int64_t i) {
+                const double gi = gp[i];
+                return rad::probability(gi, L.at(i, gi), P);
+            });
+        }
+        py::array_t<std::int64_t> idx(ph.left.size());
+        py::array_t<double> mass(ph.left.size());
+        for (size_t j = 0; j < ph.left.size(); ++j) {
+            idx.mutable_data()[j] = ph.left[j].index;
+            mass.mutable_data()[j] = ph.left[j].mass;
+        }
+        return std::make_tuple(to_array(std::move(ph.taken)), idx, mass);
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("key"),
+       py::arg("offset"), py::arg("first_stream"), py::arg("threads"));
+
     m.def("support_stats", [](Arr<T> g, OptLosses losses, double w, ParamTuple params, int threads) {
         const Losses L = make_losses(losses, w);
         const Params P = make_params(params);

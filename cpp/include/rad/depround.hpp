@@ -106,38 +106,54 @@ inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t b
     return {pick >= 0 ? base + pick : -1, len ? cum[len - 1] - k : 0.0};
 }
 
-// Exactly b distinct indices (sorted) with inclusion probabilities q(i): blocks of kBlock
-// items rounded independently on stream `block`, leftovers merged in block order.
+// The block phase of DepRound on items [0, n) whose global indices start at `offset`:
+// block j is rounded on stream first_stream + j; taken global indices and each block's
+// leftover (in block order) are returned. A whole pool is one call with offset 0 and
+// first_stream 0; a chunk of a distributed pool is one call per chunk.
+struct BlockPhase {
+    std::vector<std::int64_t> taken;
+    std::vector<Leftover> left;
+};
+
 template <class QFn>
-std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, QFn&& q) {
+BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
+                           int threads, QFn&& q) {
     const std::int64_t nb = num_blocks(n);
     std::vector<std::vector<std::int64_t>> taken(static_cast<size_t>(nb));
-    std::vector<Leftover> left(static_cast<size_t>(nb));
+    BlockPhase out;
+    out.left.resize(static_cast<size_t>(nb));
     for_each_block(n, threads, [&](std::int64_t blk) {
-        Stream rs(stream_state(key, static_cast<std::uint64_t>(blk)));
+        Stream rs(stream_state(key, first_stream + static_cast<std::uint64_t>(blk)));
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
         thread_local std::vector<double> buf;  // the block's probabilities (vectorisable)
         buf.resize(static_cast<size_t>(hi - lo));
         double* bp = buf.data();
         for (std::int64_t i = lo; i < hi; ++i) bp[i - lo] = q(i);
-        left[blk] = round_sequence(bp, hi - lo, lo, rs, taken[blk]);
+        out.left[blk] = round_sequence(bp, hi - lo, offset + lo, rs, taken[blk]);
     });
-    std::vector<std::int64_t> ids;
-    std::vector<double> masses;
     std::size_t total = 0;
-    for (std::int64_t blk = 0; blk < nb; ++blk) {
-        total += taken[blk].size();
-        if (left[blk].mass > 0) {
-            ids.push_back(left[blk].index);
-            masses.push_back(left[blk].mass);
-        }
-    }
-    std::vector<std::int64_t> out;
-    out.reserve(total + ids.size());
+    for (auto& t : taken) total += t.size();
+    out.taken.reserve(total);
     for (auto& t : taken) {
-        out.insert(out.end(), t.begin(), t.end());
+        out.taken.insert(out.taken.end(), t.begin(), t.end());
         std::vector<std::int64_t>().swap(t);
     }
+    return out;
+}
+
+// Exactly b distinct indices (sorted) with inclusion probabilities q(i): blocks of kBlock
+// items rounded independently on stream `block`, leftovers merged in block order.
+template <class QFn>
+std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, QFn&& q) {
+    BlockPhase phase = depround_blocks(n, 0, 0, key, threads, q);
+    std::vector<std::int64_t> ids;
+    std::vector<double> masses;
+    for (const Leftover& l : phase.left)
+        if (l.mass > 0) {
+            ids.push_back(l.index);
+            masses.push_back(l.mass);
+        }
+    std::vector<std::int64_t> out = std::move(phase.taken);
     Stream ms(stream_state(key, kMergeStream));
     std::vector<std::int64_t> merged;
     const Leftover last = round_sequence(masses.data(), static_cast<std::int64_t>(masses.size()), 0, ms, merged);

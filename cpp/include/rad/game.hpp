@@ -107,20 +107,19 @@ ScanResult theorem1_scan(const T* g, Losses L, const std::int64_t* perm, std::in
     return {kstar, sums.grand[1]};
 }
 
-struct SupportSums {
-    double h, g;
-    std::int64_t count;
-    double min_a;
+// Per block, over points with g >= tau and a > 0: lane totals of r = 1/a and g*r
+// (combined as in parallel.hpp), count and min a. One streaming, vectorisable pass.
+struct BlockSums {
+    std::vector<double> h, g, min_a;
+    std::vector<std::int64_t> count;
 };
 
-// Over points with g >= tau and a > 0, original order: sum r and sum g*r with r = 1/a
-// (canonical lane totals, see parallel.hpp), count, min a. One streaming, vectorisable pass.
 template <class T>
-SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
+BlockSums support_block_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
     const std::int64_t nb = num_blocks(n);
-    std::vector<double> th(static_cast<size_t>(nb)), tg(static_cast<size_t>(nb)), mins(static_cast<size_t>(nb));
-    std::vector<std::int64_t> counts(static_cast<size_t>(nb));
     const double inf = std::numeric_limits<double>::infinity();
+    BlockSums out{std::vector<double>(nb), std::vector<double>(nb), std::vector<double>(nb),
+                  std::vector<std::int64_t>(nb)};
     for_each_block(n, threads, [&](std::int64_t blk) {
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
         double lh[kLanes] = {}, lg[kLanes] = {}, mn[kLanes];
@@ -140,21 +139,34 @@ SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int t
         for (; i + kLanes <= hi; i += kLanes)
             for (int j = 0; j < kLanes; ++j) item(i + j, j);
         for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
-        th[blk] = combine_lanes(lh);
-        tg[blk] = combine_lanes(lg);
+        out.h[blk] = combine_lanes(lh);
+        out.g[blk] = combine_lanes(lg);
         std::int64_t cc = 0;
         double m = inf;
         for (int j = 0; j < kLanes; ++j) {
             cc += c[j];
             m = std::min(m, mn[j]);
         }
-        counts[blk] = cc;
-        mins[blk] = m;
+        out.count[blk] = cc;
+        out.min_a[blk] = m;
     });
-    SupportSums out{sum_blocks(th), sum_blocks(tg), 0, inf};
-    for (std::int64_t blk = 0; blk < nb; ++blk) {
-        out.count += counts[blk];
-        out.min_a = std::min(out.min_a, mins[blk]);
+    return out;
+}
+
+struct SupportSums {
+    double h, g;
+    std::int64_t count;
+    double min_a;
+};
+
+// The canonical totals of support_block_sums: block totals added sequentially.
+template <class T>
+SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
+    const BlockSums bs = support_block_sums(g, L, n, tau, threads);
+    SupportSums out{sum_blocks(bs.h), sum_blocks(bs.g), 0, std::numeric_limits<double>::infinity()};
+    for (size_t blk = 0; blk < bs.count.size(); ++blk) {
+        out.count += bs.count[blk];
+        out.min_a = std::min(out.min_a, bs.min_a[blk]);
     }
     return out;
 }

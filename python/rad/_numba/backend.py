@@ -457,17 +457,34 @@ def threshold_search(gains, losses, w, m, threads=1):
     raw = gains.view(np.uint32 if nbits == 32 else np.uint64)
     sign = np.uint64(1 << (nbits - 1))
     nt = max(1, int(threads))
+
+    def histogram(shift, pshift, prefix):
+        return _histogram(gains, raw, sign, lv, has, float(w), nbits, shift, pshift, np.uint64(prefix), nt)
+
+    def gather(shift, key, count):
+        return _gather(gains, raw, sign, lv, has, float(w), shift, np.uint64(key), count)
+
+    return radix_select(histogram, gather, nbits, float(m))
+
+
+def radix_select(histogram, gather, nbits: int, m: float):
+    """The level loop of the sort-free search, over any source of histograms.
+
+    ``histogram(shift, pshift, prefix)`` returns per-bin ``(count, sum 1/a, sum g/a, min g,
+    any_invalid)`` over the points whose bits above ``pshift`` equal ``prefix``;
+    ``gather(shift, key, count)`` returns the ``(g, a)`` of the points of one bin. A single
+    array (this module) and a Dask array (:mod:`rad.dask`) share this loop.
+    """
     inf = float("inf")
     acc_h = acc_g = 0.0
     acc_n = 0
     last_min, pass_d, fail_d = inf, inf, -inf
     prefix, shift, level = 0, nbits - _DIGIT, 0
     g_total = 0.0
-    scale = float(m)
-    m = float(m)
+    scale = m
     while True:
         pshift = shift + _DIGIT
-        cnt, hh, gg, mn, bad = _histogram(gains, raw, sign, lv, has, float(w), nbits, shift, pshift, np.uint64(prefix), nt)
+        cnt, hh, gg, mn, bad = histogram(shift, pshift, prefix)
         if bad:
             return 2, 0.0, 0, 0.0
         if level == 0:
@@ -500,7 +517,7 @@ def threshold_search(gains, losses, w, m, threads=1):
         if cnt[boundary] > _GATHER_MAX and shift > 0:
             prefix, shift, level = key, shift - _DIGIT, level + 1
             continue
-        vals, avals = _gather(gains, raw, sign, lv, has, float(w), shift, np.uint64(key), int(cnt[boundary]))
+        vals, avals = gather(shift, key, int(cnt[boundary]))
         order = np.argsort(-vals, kind="stable")
         vals, avals = vals[order], avals[order]
         h, gs, tau, k = acc_h, acc_g, last_min, acc_n

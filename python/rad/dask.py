@@ -1,0 +1,293 @@
+"""RAD on a Dask array: pools spread over machines or larger than one machine's memory.
+
+The single-machine algorithm maps onto Dask without a scheduler of our own (DESIGN §4):
+
+1. **Threshold.** The sort-free radix select of Theorem 1's support: every chunk returns a
+   histogram of its float bit patterns (count, sum 1/a, sum g/a, min g per bin: at most
+   2 MiB per chunk per level; 2 levels for float32, up to 4 for float64), the client adds
+   them and picks the boundary bin, and finally gathers that bin's few points.
+2. **Support sums.** Every chunk returns its per-block canonical totals (24 bytes per
+   65,536 points); the client adds them in block order — the exact bits of
+   :func:`rad.solve` when chunk boundaries are multiples of the block size.
+3. **DepRound.** Every chunk rounds its blocks on their own random streams and returns the
+   indices it took plus one leftover per block (16 bytes per block); the client merges the
+   leftovers in block order. With block-aligned chunks and the same seed this is exactly
+   :func:`rad.select`'s output.
+
+Only these small objects cross the network; the gains never leave their workers. The
+rare cases the compiled single-machine path settles differently are documented on
+:func:`solve`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rad._numpy_backend import BLOCK, _finish, _round_sequence
+from rad._rng import MERGE_STREAM, key_from_rng, stream_state
+from rad._solution import NetHarmWarning, Params
+from rad._validation import check_budget, check_mistakes, check_w
+
+__all__ = ["DaskSolution", "select", "solve"]
+
+#: Bytes of results the client received from the workers in the last call (histograms,
+#: gathered bin, block sums, DepRound picks and leftovers): what crossed the network.
+last_transfer_bytes = 0
+
+#: Stream ids of blocks in chunks that do not start on a block boundary (never collide
+#: with the block-index streams of aligned chunks).
+_UNALIGNED_STREAMS = 1 << 62
+
+
+def _dask():
+    try:
+        import dask
+        import dask.array as da
+    except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
+        raise ImportError(
+            "rad.dask needs Dask: pip install 'robust-active-distillation[dask]' "
+            "(dask[array] and distributed)"
+        ) from exc
+    return dask, da
+
+
+@dataclass(frozen=True)
+class DaskSolution:
+    """The distributed solution: the same fields as :class:`rad.Solution`, no arrays."""
+
+    value: float
+    k_star: int
+    threshold: float
+    w: float
+    m: float
+    b: int
+    n: int
+    capped: bool
+    params: Params
+
+
+# ----------------------------------------------------------------- per-chunk work
+
+
+def _hist(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: int):
+    from rad._numba import backend as nbk
+
+    nbits = 32 if chunk.dtype == np.float32 else 64
+    raw = chunk.view(np.uint32 if nbits == 32 else np.uint64)
+    sign = np.uint64(1 << (nbits - 1))
+    return nbk._histogram(chunk, raw, sign, np.zeros(1), False, w, nbits, shift, pshift, np.uint64(prefix), 1)
+
+
+def _gather(chunk: np.ndarray, w: float, shift: int, key: int, count: int):
+    from rad._numba import backend as nbk
+
+    nbits = 32 if chunk.dtype == np.float32 else 64
+    raw = chunk.view(np.uint32 if nbits == 32 else np.uint64)
+    sign = np.uint64(1 << (nbits - 1))
+    return nbk._gather(chunk, raw, sign, np.zeros(1), False, w, shift, np.uint64(key), count)
+
+
+def _first_invalid(chunk: np.ndarray) -> int:
+    bad = np.flatnonzero(~(np.isfinite(chunk) & (chunk >= 0)))
+    return int(bad[0]) if bad.shape[0] else -1
+
+
+def _block_sums(chunk: np.ndarray, w: float, tau: float):
+    try:
+        from rad import _core
+
+        return _core.support_block_sums(np.ascontiguousarray(chunk), None, w, tau, 1)
+    except ImportError:
+        from rad._numpy_backend import LANES
+
+        out = ([], [], [], [])
+        for lo in range(0, chunk.shape[0], BLOCK):
+            g = np.asarray(chunk[lo : lo + BLOCK], dtype=np.float64)
+            a = g + w * g
+            mask = (g >= tau) & (a > 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = 1.0 / a
+            pad = -len(g) % LANES
+            for k, x in enumerate((np.where(mask, r, 0.0), np.where(mask, g * r, 0.0))):
+                lanes = np.cumsum(np.concatenate([x, np.zeros(pad)]).reshape(-1, LANES), axis=0)[-1]
+                out[k].append(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])))
+            out[2].append(int(mask.sum()))
+            out[3].append(float(a[mask].min()) if mask.any() else math.inf)
+        return tuple(np.asarray(x) for x in out)
+
+
+def _round_chunk(chunk: np.ndarray, w: float, params: tuple, key: int, offset: int, first_stream: int):
+    try:
+        from rad import _core
+
+        return _core.depround_blocks(np.ascontiguousarray(chunk), None, w, params, key, offset, first_stream, 1)
+    except ImportError:
+        from rad._solution import probabilities_from_params
+
+        fill, nu, gc, gf, lc, lf = params
+        q = probabilities_from_params(chunk, None, w, Params("loss" if fill else "gain", nu, gc, gf, lc, lf))
+        taken, idx, mass = [], [], []
+        for j, lo in enumerate(range(0, q.shape[0], BLOCK)):
+            t, pick, held = _round_sequence(q[lo : lo + BLOCK], stream_state(key, first_stream + j))
+            taken.extend(offset + lo + i for i in t)
+            idx.append(offset + lo + pick if pick >= 0 else -1)
+            mass.append(held)
+        return np.asarray(taken, np.int64), np.asarray(idx, np.int64), np.asarray(mass)
+
+
+# ------------------------------------------------------------------------ client
+
+
+def _validate(gains: Any, m: float, b: int, w: float | None):
+    dask, da = _dask()
+    if not isinstance(gains, da.Array):
+        raise TypeError(f"gains must be a dask.array.Array, got {type(gains).__name__} (use rad.select for NumPy)")
+    if gains.ndim != 1:
+        raise ValueError(f"gains must be one-dimensional, got shape {gains.shape}")
+    if gains.dtype not in (np.float32, np.float64):
+        raise TypeError(f"gains must be float32 or float64, got {gains.dtype}")
+    n = int(gains.shape[0])
+    if n == 0 or math.isnan(gains.shape[0]):
+        raise ValueError("gains must have a known, non-zero length")
+    mf = check_mistakes(m, n)
+    bi = check_budget(b, n)
+    wf = 1.0 - mf / n if w is None else check_w(w)
+    return dask, gains, n, mf, bi, wf
+
+
+def _compute(dask, tasks):
+    """dask.compute, counting the bytes of the results that come back to the client."""
+    global last_transfer_bytes
+    parts = dask.compute(*tasks)
+    for p in parts:
+        for x in p if isinstance(p, tuple) else (p,):
+            last_transfer_bytes += int(getattr(x, "nbytes", 8))
+    return parts
+
+
+def _chunk_offsets(gains) -> list[int]:
+    return [0, *np.cumsum(gains.chunks[0]).tolist()]
+
+
+def solve(gains: Any, m: float, b: int = 1, *, w: float | None = None) -> DaskSolution:
+    """Theorem 1's threshold, ``k*`` and the value for a Dask array of gains.
+
+    The same threshold and ``k*`` as :func:`rad.solve` on the concatenated array, and the
+    same value and parameters bit for bit when every chunk boundary is a multiple of
+    65,536 (other chunkings add the same numbers in another order: equal to ~1e-15
+    relative). Two documented exceptions: (a) when caps bind (``b * max p* > 1``) the exact capped path needs a
+    sort, so the gains are gathered to the client and :func:`rad.solve` runs there (a
+    warning says so); (b) in the rare near tie — a group whose join test lies within
+    1e-10 (relative) of the tie, which :func:`rad.solve` settles with its sorted scan —
+    the sort-free decision stands (either choice is optimal to rounding).
+    """
+    global last_transfer_bytes
+    dask, gains, n, m, b, w = _validate(gains, m, b, w)
+    last_transfer_bytes = 0
+    return _solve(dask, gains, n, m, b, w)
+
+
+def _solve(dask, gains, n, m, b, w) -> DaskSolution:
+    from rad._numba.backend import radix_select
+
+    chunks = gains.to_delayed().ravel().tolist()
+    offsets = _chunk_offsets(gains)
+    nbits = 32 if gains.dtype == np.float32 else 64
+    if b == 0:
+        return DaskSolution(0.0, 0, math.inf, w, m, b, n, False, Params("gain", 0.0))
+
+    def histogram(shift, pshift, prefix):
+        parts = _compute(dask, [dask.delayed(_hist)(c, w, shift, pshift, prefix) for c in chunks])
+        cnt = sum(p[0] for p in parts)
+        hh = np.zeros_like(parts[0][1])
+        gg = np.zeros_like(parts[0][2])
+        for p in parts:  # chunk order: a fixed order of additions
+            hh += p[1]
+            gg += p[2]
+        mn = np.minimum.reduce([p[3] for p in parts])
+        return cnt, hh, gg, mn, any(p[4] for p in parts)
+
+    def gather(shift, key, count):
+        parts = _compute(dask, [dask.delayed(_gather)(c, w, shift, key, count) for c in chunks])
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    status, tau, kstar, g_total = radix_select(histogram, gather, nbits, m)
+    if status == 2:
+        firsts = dask.compute(*[dask.delayed(_first_invalid)(c) for c in chunks])
+        for off, f in zip(offsets, firsts):
+            if f >= 0:
+                raise ValueError(f"gains must be finite and non-negative; gains[{off + f}] is not")
+    if g_total >= m and tau > 0:
+        parts = _compute(dask, [dask.delayed(_block_sums)(c, w, tau) for c in chunks])
+        h = g = 0.0
+        for p in parts:  # blocks in order: the canonical sum of rad.solve
+            for x in p[0].tolist():
+                h += x
+            for x in p[1].tolist():
+                g += x
+        count = int(sum(int(p[2].sum()) for p in parts))
+        min_a = min(float(p[3].min()) for p in parts)
+        nu = b / h
+        if math.isfinite(h) and nu <= min_a:
+            value = b * ((g - m) / h)
+            return DaskSolution(value, count, tau, w, m, b, n, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0))
+    warnings.warn(
+        "rad.dask: the optimum caps some probabilities at 1 (or the pool is degenerate); "
+        "the exact capped solution needs a sort, so the gains are gathered to the client",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    import rad
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NetHarmWarning)
+        sol = rad.solve(gains.compute(), m, b, w=w)
+    if sol.value < 0:
+        warnings.warn(f"the game's value is negative ({sol.value:.6g}): the teacher is expected to do net harm",
+                      NetHarmWarning, stacklevel=3)
+    return DaskSolution(sol.value, sol.k_star, sol.threshold, w, m, b, n, True, sol.params)
+
+
+def select(
+    gains: Any,
+    m: float,
+    b: int,
+    *,
+    w: float | None = None,
+    rng: int | np.random.Generator | np.random.SeedSequence | None = None,
+) -> np.ndarray:
+    """Exactly ``b`` distinct global indices (sorted ``int64``) for a Dask array of gains.
+
+    Uses the current Dask scheduler (e.g. a ``distributed.Client``). With chunk sizes that
+    are multiples of 65,536 (:data:`rad._numpy_backend.BLOCK`) and the same ``rng``, the
+    indices are exactly those of :func:`rad.select` on the concatenated array.
+    """
+    global last_transfer_bytes
+    dask, gains, n, m, b, w = _validate(gains, m, b, w)
+    last_transfer_bytes = 0
+    key = key_from_rng(rng)
+    sol = _solve(dask, gains, n, m, b, w)
+    if b == 0:
+        return np.zeros(0, dtype=np.int64)
+    chunks = gains.to_delayed().ravel().tolist()
+    offsets = _chunk_offsets(gains)
+    aligned = all(off % BLOCK == 0 for off in offsets[:-1])
+    params = sol.params.as_tuple()
+    tasks = []
+    for c, off in zip(chunks, offsets):
+        first = off // BLOCK if aligned else _UNALIGNED_STREAMS + off
+        tasks.append(dask.delayed(_round_chunk)(c, w, params, key, off, first))
+    parts = _compute(dask, tasks)
+    taken = [int(i) for p in parts for i in p[0].tolist()]
+    ids = np.concatenate([p[1] for p in parts])
+    masses = np.concatenate([p[2] for p in parts])
+    keep = masses > 0
+    ids, masses = ids[keep], masses[keep]
+    merged, pick, _ = _round_sequence(masses, stream_state(key, MERGE_STREAM))
+    taken.extend(int(ids[i]) for i in merged)
+    return _finish(taken, int(ids[pick]) if pick >= 0 else -1, b)

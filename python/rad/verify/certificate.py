@@ -1,0 +1,767 @@
+"""Optimality certificates for the batch game, at any scale (DESIGN §1, "Certificate").
+
+The batch game is
+
+    OPT_b = max_{q in Q} min_{u in U} P(q, u),   P(q, u) = sum_i q_i g_i - sum_i u_i q_i a_i,
+
+with ``Q = {q in [0,1]^n : sum q = b}``, ``U = {u in [0,1]^n : sum u = m}`` (``u = 1 - c``
+are the teacher's mistakes) and ``a = g + l``. Two numbers bracket ``OPT_b``:
+
+* the **lower bound** ``value(q) = min_u P(q, u) = sum_i q_i g_i - (sum of the m largest
+  q_i a_i)`` of the probabilities ``q`` being checked (the adversary's best response), and
+* the **upper bound** ``Phi(u) = max_q P(q, u) = sum of the b largest g_i - u_i a_i`` of an
+  adversary ``u`` (the sampler's best response).
+
+``value(q) <= OPT_b <= Phi(u)`` for every feasible pair, so a zero gap proves that ``q`` is
+optimal — with no LP and no trust in the solver: both numbers are recomputed here from the
+data. The adversary is constructed as the *saddle completion* of an optimal ``q*`` (the
+solver's): the mistakes that are a best response to ``q*`` and make ``q*`` a best response
+in turn. The construction and the proof that it attains ``OPT_b`` whenever ``q*`` is optimal
+are in ``docs/certificate.md``; in short, with ``nu`` the ``ceil(m)``-th largest
+``q*_i a_i`` the points split into attacked (``q*_i a_i > nu``, ``u_i = 1``), spared
+(``q*_i a_i < nu``, ``u_i = 0``) and the level set ``q*_i a_i = nu``, on which the
+remaining mistakes are placed by a water level ``lam``: points the sampler takes
+fractionally are pushed exactly to ``g_i - u_i a_i = lam``, points it takes surely stay at
+or above ``lam``, points it skips at or below. One scalar equation fixes ``lam``.
+
+Everything is computed in chunks of the pool (a few streaming passes; selections by a radix
+select over the float bit patterns, O(n)), so memory stays bounded by the chunk size and
+a 1e8–1e9 pool, also a read-only memory map, can be certified. The probabilities are
+produced chunk by chunk by the same backend kernels as the solver (``materialize``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rad._solution import NetHarmWarning, Params, Solution
+
+__all__ = ["Certificate", "certificate"]
+
+#: Points per chunk of the streaming passes (about 16 MB per float64 temporary).
+CHUNK = 1 << 21
+#: A selection bucket at most this big is finished by collecting it (one more pass).
+_COLLECT = 1 << 20
+_DIGIT = 16
+_NBINS = 1 << _DIGIT
+_EPS = float(np.finfo(np.float64).eps)
+#: (band, qtol) tried in order: the relative width of the level set ``q a = nu`` and the
+#: distance from 0 or 1 below which a probability counts as 0 or 1. The first is the
+#: rounding of ``q_i a_i = (nu / a_i) a_i``; the wider ones absorb a water level the
+#: solver located only to its tolerance. Every attempt yields a *valid* upper bound; the
+#: smallest one is kept (see ``docs/certificate.md``, "Floating point").
+_ATTEMPTS: tuple[tuple[float, float], ...] = (
+    (8 * _EPS, 0.0), (1e-12, 1e-12), (1e-9, 1e-9), (1e-6, 1e-6), (1e-4, 1e-4)
+)
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """Bounds that bracket the game value, and how far apart they are.
+
+    Attributes
+    ----------
+    lower : float
+        ``value(q)``: what the checked probabilities ``q`` guarantee against the worst
+        placement of the ``m`` mistakes, ``sum q_i g_i - (sum of the m largest q_i a_i)``.
+    upper : float
+        ``Phi(u)``: the best a batch of ``b`` can earn against the adversary ``c = 1 - u``,
+        the sum of the ``b`` largest ``c_i a_i - l_i``. ``lower <= OPT_b <= upper``.
+    gap : float
+        ``upper - lower`` (zero, up to rounding, proves ``q`` optimal).
+    scale : float
+        The magnitude the gap is judged against: the largest of ``sum q_i g_i``, the
+        attacked mass ``sum of the m largest q_i a_i`` and ``|upper|`` (rounding errors are
+        relative to these, not to a value that may cancel to 0).
+    rtol : float
+        Relative tolerance of :attr:`optimal`.
+    optimal : bool
+        ``gap <= rtol * scale`` and both vectors feasible to ``rtol`` (``|sum q - b|`` and
+        ``max(sum u - m, 0)`` at most ``rtol * max(1, b or m)``).
+    value : float
+        The solver's reported value (``nan`` when ``q`` came from the caller as an array).
+    n, m, b : int, float, int
+        The instance.
+    q_sum, u_sum : float
+        ``sum q`` (should be ``b``) and the adversary's mistakes ``sum u`` (at most ``m``).
+    nu, lam : float
+        The adversary's parameters: the attack level ``nu`` (the ``ceil(m)``-th largest
+        ``q*_i a_i``) and the water level ``lam`` of the values ``g_i - u_i a_i``.
+    attempt : int
+        Which tolerance setting produced the adversary (0 = tightest).
+    backend : str
+        The kernels that produced ``q``.
+    seconds : float
+        Wall time of the whole check (solve included when it ran).
+    adversary : numpy.ndarray or None
+        ``c = 1 - u`` (float64, length ``n``) when requested with ``return_adversary``.
+    """
+
+    lower: float
+    upper: float
+    gap: float
+    scale: float
+    rtol: float
+    optimal: bool
+    value: float
+    n: int
+    m: float
+    b: int
+    q_sum: float
+    u_sum: float
+    nu: float
+    lam: float
+    attempt: int
+    backend: str
+    seconds: float
+    adversary: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def rel_gap(self) -> float:
+        """``gap / scale`` (0 when both are 0)."""
+        if self.scale > 0:
+            return self.gap / self.scale
+        return 0.0 if self.gap == 0 else math.inf
+
+
+# ----------------------------------------------------------------------------- the pool
+
+
+class _Pool:
+    """Chunked, float64 views of ``g``, ``l``, ``a`` and of probabilities ``q``."""
+
+    def __init__(
+        self,
+        gains: np.ndarray,
+        losses: np.ndarray | None,
+        w: float,
+        backend,
+        threads: int,
+        chunk: int,
+    ) -> None:
+        self.gains = gains
+        self.losses = losses
+        self.w = w  # kernel loss weight (0 with general losses)
+        self.backend = backend
+        self.threads = threads
+        n = gains.shape[0]
+        self.n = n
+        self.ranges = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+
+    def gla(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        g = np.asarray(self.gains[lo:hi], dtype=np.float64)
+        # Same expressions as the kernels: l = w g for RAD losses, a = g + l.
+        l = np.asarray(self.losses[lo:hi], dtype=np.float64) if self.losses is not None else self.w * g
+        return g, l, g + l
+
+    def q_from_params(self, params: Params) -> Callable[[int, int], np.ndarray]:
+        def q(lo: int, hi: int) -> np.ndarray:
+            lchunk = None if self.losses is None else self.losses[lo:hi]
+            out = self.backend.materialize(self.gains[lo:hi], lchunk, self.w, params, self.threads)
+            return np.asarray(out, dtype=np.float64)
+
+        return q
+
+
+def _q_from_array(q: np.ndarray) -> Callable[[int, int], np.ndarray]:
+    return lambda lo, hi: np.asarray(q[lo:hi], dtype=np.float64)
+
+
+def _fsum(parts: list[float]) -> float:
+    return math.fsum(parts)
+
+
+def _chunk_sum(x: np.ndarray) -> float:
+    return math.fsum(x.tolist()) if x.shape[0] <= 4096 else float(np.sum(x))
+
+
+# -------------------------------------------------------------- selection (O(n) passes)
+
+
+@dataclass(frozen=True)
+class _Top:
+    """The ``k`` largest of a streamed vector: ``sum = above_sum + (k - above) * threshold``."""
+
+    total: float
+    threshold: float  # the ceil(k)-th largest value (+inf when k == 0)
+    above: int  # how many values are strictly larger
+
+
+_SIGN = np.uint64(1 << 63)
+
+
+def _keys(x: np.ndarray) -> np.ndarray:
+    """Unsigned keys whose order is the order of the doubles ``x`` (no NaN)."""
+    bits = (x + 0.0).view(np.uint64)  # + 0.0 folds -0.0 into 0.0
+    return np.where(bits >= _SIGN, ~bits, bits | _SIGN)
+
+
+def _from_key(key: int) -> float:
+    k = np.uint64(key)
+    bits = k ^ _SIGN if k >= _SIGN else ~k
+    return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
+
+
+def _select_top(
+    values: Callable[[int, int], np.ndarray], ranges: list[tuple[int, int]], k: float
+) -> _Top:
+    """Sum of the ``k`` largest streamed values, ``k`` real (the fractional part of ``k``
+    weights the ``ceil(k)``-th largest), and that threshold.
+
+    One chunk: ``np.partition``. Several: a radix select over :func:`_keys`, 16 bits per
+    pass with per-bucket counts and sums; a bucket of at most ``_COLLECT`` values is
+    collected and finished by sorting. At most five passes; memory ``O(chunk + 2**16 +
+    _COLLECT)``.
+    """
+    r = math.ceil(k)
+    if r <= 0:
+        return _Top(0.0, math.inf, 0)
+    if len(ranges) == 1:
+        x = values(*ranges[0])
+        n = x.shape[0]
+        t = float(np.partition(x, n - r)[n - r])
+        big = x[x > t]
+        return _Top(_chunk_sum(big) + (k - big.shape[0]) * t, t, int(big.shape[0]))
+
+    above, above_parts = 0, []
+    prefix = 0
+    shift = 64
+    while True:
+        shift -= _DIGIT
+        cnt = np.zeros(_NBINS, dtype=np.int64)
+        sums = np.zeros(_NBINS, dtype=np.float64)
+        for lo, hi in ranges:
+            x = values(lo, hi)
+            key = _keys(x)
+            if shift + _DIGIT < 64:
+                sel = (key >> np.uint64(shift + _DIGIT)) == np.uint64(prefix)
+                x, key = x[sel], key[sel]
+            d = ((key >> np.uint64(shift)) & np.uint64(_NBINS - 1)).astype(np.intp)
+            cnt += np.bincount(d, minlength=_NBINS)
+            sums += np.bincount(d, weights=x, minlength=_NBINS)
+        need = r - above
+        desc = np.cumsum(cnt[::-1])  # desc[j]: values with digit >= NBINS-1-j
+        j = int(np.searchsorted(desc, need, side="left"))
+        d = _NBINS - 1 - j
+        above += int(desc[j] - cnt[d])
+        above_parts.append(float(np.sum(sums[d + 1 :])))
+        prefix = (prefix << _DIGIT) | d
+        if shift == 0:  # every value in the bucket has this exact key
+            t = _from_key(prefix)
+            return _Top(_fsum(above_parts) + (k - above) * t, t, above)
+        if cnt[d] <= _COLLECT:
+            break
+    got = []
+    for lo, hi in ranges:
+        x = values(lo, hi)
+        key = _keys(x)
+        got.append(x[(key >> np.uint64(shift)) == np.uint64(prefix)])
+    y = np.sort(np.concatenate(got))[::-1]
+    need = r - above
+    t = float(y[need - 1])
+    big = y[y > t]
+    above += int(big.shape[0])
+    above_parts.append(_chunk_sum(big))
+    return _Top(_fsum(above_parts) + (k - above) * t, t, above)
+
+
+# ---------------------------------------------------- the adversary: saddle completion
+
+
+@dataclass(frozen=True)
+class _Level:
+    """The scalars that define the adversary ``u`` chunk by chunk (see :func:`_u_chunk`)."""
+
+    nu: float
+    band: float  # absolute half-width of the level set |q a - nu| <= band
+    qtol: float
+    lam: float
+    t: float
+    shrink: float  # final factor that keeps sum u <= m
+
+
+def _classes(q: np.ndarray, qa: np.ndarray, nu: float, band: float, qtol: float):
+    if math.isinf(nu):  # m == 0: nobody is attacked and the level set is empty
+        hit = np.zeros(q.shape, dtype=bool)
+        level = hit
+    else:
+        hit = qa > nu + band
+        level = ~hit & (qa >= nu - band)
+    one = q >= 1.0 - qtol
+    zero = q <= qtol
+    frac = ~(one | zero)
+    return hit, level, one, zero, frac
+
+
+@dataclass
+class _Stats:
+    hits: int = 0
+    lam_min: float = -math.inf
+    lam_max: float = math.inf
+    a_parts: list = field(default_factory=list)  # sum g/a over fractional level points
+    b_parts: list = field(default_factory=list)  # sum 1/a over fractional level points
+    free: int = 0  # level points with a == 0 (u free, value 0)
+    tz_g: list = field(default_factory=list)  # level points the sampler skips (q = 0)
+    tz_a: list = field(default_factory=list)
+    to_g: list = field(default_factory=list)  # level points the sampler takes (q = 1)
+    to_a: list = field(default_factory=list)
+
+    def raise_min(self, x: np.ndarray) -> None:
+        if x.shape[0]:
+            self.lam_min = max(self.lam_min, float(np.max(x)))
+
+    def lower_max(self, x: np.ndarray) -> None:
+        if x.shape[0]:
+            self.lam_max = min(self.lam_max, float(np.min(x)))
+
+
+def _level_stats(pool: _Pool, qstar, nu: float, band: float, qtol: float) -> _Stats:
+    """Pass B: the constraints on ``lam`` and the sums of the level equation."""
+    s = _Stats()
+    for lo, hi in pool.ranges:
+        g, l, a = pool.gla(lo, hi)
+        q = qstar(lo, hi)
+        qa = q * a
+        hit, level, one, zero, frac = _classes(q, qa, nu, band, qtol)
+        s.hits += int(np.count_nonzero(hit))
+        # Off the level set u is fixed (1 on hit, 0 on spared); the sampler's best response
+        # needs v = g - u a >= lam where q = 1, <= lam where q = 0, == lam in between.
+        off = ~level
+        v = np.where(hit, -l, g)
+        s.lower_max(v[off & (one | frac)])
+        s.raise_min(v[off & (zero | frac)])
+        pos = a > 0
+        lv = level & pos
+        fr = lv & frac
+        s.raise_min(-l[fr])
+        s.lower_max(g[fr])
+        if np.any(fr):
+            s.a_parts.append(_chunk_sum(g[fr] / a[fr]))
+            s.b_parts.append(_chunk_sum(1.0 / a[fr]))
+        to = lv & one
+        s.lower_max(g[to])
+        if np.any(to):
+            s.to_g.append(g[to])
+            s.to_a.append(a[to])
+        tz = lv & zero
+        s.raise_min(-l[tz])
+        if np.any(tz):
+            s.tz_g.append(g[tz])
+            s.tz_a.append(a[tz])
+        z = level & ~pos  # a == 0: the value is 0 whatever u is
+        if np.any(z):
+            s.free += int(np.count_nonzero(z))
+            s.lower_max(np.zeros(int(np.count_nonzero(z & (one | frac)))))
+            s.raise_min(np.zeros(int(np.count_nonzero(z & (zero | frac)))))
+    return s
+
+
+def _clip_sum(g: np.ndarray, a: np.ndarray, lam: float) -> float:
+    """``sum clip((g - lam) / a, 0, 1)`` (``a > 0``; ``lam`` may be infinite)."""
+    if g.shape[0] == 0:
+        return 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.clip((g - lam) / a, 0.0, 1.0)
+    return _chunk_sum(r)
+
+
+def _linear(A: float, B: float, lam: float) -> float:
+    """``A - lam B`` with ``B == 0`` meaning the constant ``A`` (also at infinite lam)."""
+    return A - lam * B if B > 0 else A
+
+
+def _root(A: float, B: float, tz_g: np.ndarray, tz_a: np.ndarray, M: float, lo: float, hi: float) -> float:
+    """Smallest ``lam >= lo`` with ``S(lam) = A - lam B + sum clip((tz_g - lam)/tz_a) <= M``.
+
+    ``S`` is continuous, piecewise linear and non-increasing, with breakpoints at ``tz_g``
+    and ``tz_g - tz_a``. Returns ``hi`` if ``S(hi) > M`` (no root up to ``hi``).
+    """
+
+    def s(lam: float) -> float:
+        return _linear(A, B, lam) + _clip_sum(tz_g, tz_a, lam)
+
+    if s(lo) <= M:
+        return lo
+    pts = np.unique(np.concatenate([tz_g, tz_g - tz_a]))
+    pts = pts[(pts > lo) & (pts < hi)]
+    if math.isfinite(hi):
+        pts = np.append(pts, hi)
+    # Values at the breakpoints via sorted prefix sums (O(T log T)).
+    vals = _clip_sums_at(tz_g, tz_a, pts) + np.array([_linear(A, B, x) for x in pts.tolist()])
+    ok = np.flatnonzero(vals <= M)
+    if ok.shape[0] == 0:
+        if math.isfinite(hi):
+            return hi
+        # Beyond the last breakpoint every tz term is 0: S = A - lam B.
+        start = float(pts[-1]) if pts.shape[0] else lo
+        return max(start, (A - M) / B) if B > 0 else hi
+    j = int(ok[0])
+    left = float(pts[j - 1]) if j > 0 else lo
+    right = float(pts[j])
+    s_left = s(left) if j == 0 else float(vals[j - 1])
+    s_right = float(vals[j])
+    if not math.isfinite(left):
+        # S is linear on (-inf, right]: slope -(B + sum of 1/a over the linear tz terms).
+        slope = B + _linear_slope(tz_g, tz_a, right)
+        return right - (M - s_right) / slope if slope > 0 else right
+    if s_left == s_right:
+        return left
+    return left + (s_left - M) / (s_left - s_right) * (right - left)
+
+
+def _linear_slope(g: np.ndarray, a: np.ndarray, lam: float) -> float:
+    """``sum 1/a`` over terms strictly inside their linear piece just left of ``lam``."""
+    inside = (g - a < lam) & (g >= lam)
+    return _chunk_sum(1.0 / a[inside])
+
+
+def _clip_sums_at(g: np.ndarray, a: np.ndarray, lams: np.ndarray) -> np.ndarray:
+    """``sum_i clip((g_i - lam)/a_i, 0, 1)`` for every ``lam`` in ``lams`` (sorted sweep)."""
+    if g.shape[0] == 0 or lams.shape[0] == 0:
+        return np.zeros(lams.shape[0])
+    low = g - a  # term is 1 for lam <= low, 0 for lam >= g, linear between
+    og, ol = np.argsort(g), np.argsort(low)
+    gs, ls = g[og], low[ol]
+    ga_g = np.concatenate([[0.0], np.cumsum((g / a)[og])])
+    ia_g = np.concatenate([[0.0], np.cumsum((1.0 / a)[og])])
+    ga_l = np.concatenate([[0.0], np.cumsum((g / a)[ol])])
+    ia_l = np.concatenate([[0.0], np.cumsum((1.0 / a)[ol])])
+    ng, nl = gs.shape[0], ls.shape[0]
+    ig = np.searchsorted(gs, lams, side="right")  # g > lam: indices ig..end
+    il = np.searchsorted(ls, lams, side="left")  # low >= lam: indices il..end (full terms)
+    full = nl - il
+    lin_ga = (ga_g[ng] - ga_g[ig]) - (ga_l[nl] - ga_l[il])
+    lin_ia = (ia_g[ng] - ia_g[ig]) - (ia_l[nl] - ia_l[il])
+    return full + lin_ga - lams * lin_ia
+
+
+def _solve_level(s: _Stats, m: float, nu: float, band: float, qtol: float) -> _Level:
+    """Choose ``lam`` and the level-set fraction ``t`` (``docs/certificate.md``, step 3).
+
+    Best effort: when rounding makes the constraints inconsistent, the nearest choice is
+    taken; the resulting ``u`` is still feasible, so its bound is still valid.
+    """
+    A, B = _fsum(s.a_parts), _fsum(s.b_parts)
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0)  # noqa: E731
+    tz_g, tz_a, to_g, to_a = cat(s.tz_g), cat(s.tz_a), cat(s.to_g), cat(s.to_a)
+    M = max(m - s.hits, 0.0)
+    lo, hi = s.lam_min, s.lam_max
+    if lo > hi:  # inconsistent by rounding: meet in the middle
+        mid = hi if not math.isfinite(lo) else (lo if not math.isfinite(hi) else 0.5 * (lo + hi))
+        lo = hi = mid
+    lam = _root(A, B, tz_g, tz_a, M, lo, hi)
+    if math.isinf(lam) and lam < 0:
+        # No lower constraint and S(-inf) <= M: any lam below every breakpoint acts like
+        # -inf; keep -inf (the clip formulas handle it).
+        pass
+    s_lo = _linear(A, B, lam) + _clip_sum(tz_g, tz_a, lam)
+    s_hi = _linear(A, B, lam) + _clip_sum(to_g, to_a, lam) + tz_g.shape[0] + s.free
+    if s_hi > s_lo:
+        t = min(max((M - s_lo) / (s_hi - s_lo), 0.0), 1.0)
+    else:
+        t = 0.0
+    total = s.hits + s_lo + t * (s_hi - s_lo)
+    shrink = 1.0 if total <= m else (m / total if total > 0 else 1.0)
+    return _Level(nu=nu, band=band, qtol=qtol, lam=lam, t=t, shrink=shrink)
+
+
+def _u_chunk(
+    g: np.ndarray, l: np.ndarray, a: np.ndarray, q: np.ndarray, lev: _Level
+) -> tuple[np.ndarray, np.ndarray]:
+    """The adversary's mistakes ``u`` on one chunk and the values ``v = g - u a`` (pass C).
+
+    ``v`` is evaluated in simplified form — ``clip((g - lam)/a, 0, 1) a = g - clip(lam, -l,
+    g)`` — so that a point pushed to the water level has ``v = lam`` exactly instead of
+    ``lam`` plus the rounding of ``g - u a`` (which is relative to ``g``, not to ``lam``).
+    The bound is thus that of the exact adversary the scalars define; the float64 ``u``
+    returned is its rounding.
+    """
+    qa = q * a
+    hit, level, one, zero, frac = _classes(q, qa, lev.nu, lev.band, lev.qtol)
+    pos = a > 0
+    t = lev.t
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r = np.clip((g - lev.lam) / np.where(pos, a, 1.0), 0.0, 1.0)
+        c = np.clip(lev.lam, -l, g)  # g - r a, exactly
+    lv = level & pos
+    u = np.where(hit, 1.0, 0.0)
+    v = np.where(hit, -l, g)
+    sel = lv & frac
+    u = np.where(sel, r, u)
+    v = np.where(sel, c, v)
+    sel = lv & one  # u = t r: v = (1 - t) g + t c
+    u = np.where(sel, t * r, u)
+    v = np.where(sel, (1.0 - t) * g + t * c, v)
+    sel = lv & zero  # u = r + t (1 - r): v = c - t (c + l)
+    u = np.where(sel, r + t * (1.0 - r), u)
+    v = np.where(sel, (1.0 - t) * c - t * l, v)
+    sel = level & ~pos  # a == 0: v = 0 whatever u is
+    u = np.where(sel, t, u)
+    if lev.shrink != 1.0:  # u -> s u: v -> g - s (g - v) = (1 - s) g + s v
+        u = u * lev.shrink
+        v = (1.0 - lev.shrink) * g + lev.shrink * v
+    return u, v
+
+
+# ------------------------------------------------------------------------- public API
+
+
+def certificate(
+    gains: ArrayLike,
+    m: float,
+    b: int = 1,
+    *,
+    w: float | None = None,
+    losses: ArrayLike | None = None,
+    solution: Solution | ArrayLike | None = None,
+    return_adversary: bool = False,
+    rtol: float = 1e-9,
+    backend: str = "auto",
+    threads: int | None = None,
+    chunk: int = CHUNK,
+) -> Certificate:
+    """Certify (or refute) the optimality of batch probabilities without an LP.
+
+    Computes a lower bound — the probabilities ``q`` against the adversary's best response
+    — and an upper bound — an equilibrium adversary ``c`` against the sampler's best
+    response (DESIGN §1, "Certificate"). ``lower <= OPT_b <= upper`` always holds, so
+    ``gap ~ 0`` *proves* ``q`` optimal; a positive gap bounds how far from optimal it is.
+    The adversary is the saddle completion of the solver's optimum, and the proof that it
+    closes the gap is in ``docs/certificate.md``.
+
+    Parameters
+    ----------
+    gains : array_like, shape (n,)
+        Finite, non-negative gains (float32/float64 and memory maps are read in place).
+    m : float
+        The teacher's mistakes, ``0 <= m <= n``.
+    b : int, default 1
+        Batch size, ``0 <= b <= n`` (``b = 1`` is the paper's single draw).
+    w : float, optional
+        RAD loss weight (losses ``w * gains``); default ``1 - m/n``.
+    losses : array_like, shape (n,), optional
+        General losses instead of ``w * gains``.
+    solution : Solution or array_like or None
+        What to certify: ``None`` solves the game with :func:`rad.solve` and certifies that;
+        a :class:`rad.Solution` (for this same instance) is certified as is; an array ``q``
+        (``0 <= q <= 1``, ``sum q = b``) — e.g. another method's probabilities — gets its
+        guaranteed value as ``lower`` and the game's equilibrium bound as ``upper``, so
+        ``gap`` is exactly its sub-optimality.
+    return_adversary : bool, default False
+        Also return the adversary ``c = 1 - u`` (``8 n`` bytes).
+    rtol : float, default 1e-9
+        Tolerance of :attr:`Certificate.optimal`.
+    backend : {"auto", "cpp", "numba", "numpy"}
+        Kernels for solving and for producing ``q``.
+    threads : int, optional
+        Threads for the compiled kernels.
+    chunk : int
+        Points per streaming chunk.
+
+    Returns
+    -------
+    Certificate
+
+    Raises
+    ------
+    ValueError
+        On invalid gains, losses, ``m``, ``b`` or ``w``; on a ``solution`` for another
+        instance; on a ``q`` that is not in ``[0, 1]`` or does not sum to ``b``.
+    TypeError
+        On a non-integer ``b``, non-real ``m`` or non-numeric arrays.
+
+    Notes
+    -----
+    Time: ``O(n)`` — the solve (if any) plus roughly 5–15 streaming passes: two radix
+    selections of at most five passes each (the ``m`` largest ``q_i a_i``, the ``b``
+    largest ``g_i - u_i a_i``), one pass of sums, and a re-try with wider rounding
+    tolerances only when the first adversary leaves a gap. Memory: ``O(chunk)`` float64
+    temporaries (about ``10 * 8 * chunk`` bytes, 170 MB at the default), ``2**16``-bin
+    histograms, at most ``2**20`` collected values per selection, plus 16 bytes per
+    *tied* point on the adversary's level set that the sampler takes or skips surely
+    (none or a handful on real data; all points only in degenerate pools such as all
+    gains equal with ``b = n``) and ``8 n`` bytes for ``return_adversary``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rad.verify import certificate
+    >>> g = np.random.default_rng(0).random(1000)
+    >>> cert = certificate(g, m=300, b=10)
+    >>> cert.optimal, cert.rel_gap < 1e-9
+    (True, True)
+    """
+    from rad._api import _prepare, _threads
+    from rad._solver import solve_game
+
+    t0 = time.perf_counter()
+    if isinstance(return_adversary, (bool, np.bool_)) is False:
+        raise TypeError("return_adversary must be a bool")
+    if not (isinstance(rtol, (int, float)) and rtol >= 0 and math.isfinite(rtol)):
+        raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    be, g, mf, bi, wf, lo_arr = _prepare(gains, m, b, w, losses, backend)
+    nthreads = _threads(threads)
+    n = g.shape[0]
+    w_k = 0.0 if lo_arr is not None else wf
+    pool = _Pool(g, lo_arr, w_k, be, nthreads, int(chunk))
+
+    q_user: np.ndarray | None = None
+    sol: Solution | None = None
+    if solution is None:
+        pass
+    elif isinstance(solution, Solution):
+        _check_solution(solution, n, mf, bi, wf, lo_arr is not None)
+        sol = solution
+    else:
+        q_user = _check_q(solution, n, bi)
+    if sol is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NetHarmWarning)
+            sol = solve_game(g, lo_arr, wf, mf, bi, be, nthreads, "auto")
+    qstar = pool.q_from_params(sol.params)
+    qcert = qstar if q_user is None else _q_from_array(q_user)
+
+    # Lower bound: sum q g - (the m largest q a); pass 1 also sums q and q g.
+    qsum_parts: list[float] = []
+    qg_parts: list[float] = []
+
+    def qa_values(qsrc, record):
+        seen: set[int] = set()
+
+        def values(lo: int, hi: int) -> np.ndarray:
+            gg, _, a = pool.gla(lo, hi)
+            q = qsrc(lo, hi)
+            if record and lo not in seen:
+                seen.add(lo)
+                qsum_parts.append(_chunk_sum(q))
+                qg_parts.append(_chunk_sum(q * gg))
+            return q * a
+
+        return values
+
+    top_cert = _select_top(qa_values(qcert, True), pool.ranges, mf)
+    if not qsum_parts:  # m == 0: the selection made no pass
+        for lo, hi in pool.ranges:
+            gg, _, _ = pool.gla(lo, hi)
+            q = qcert(lo, hi)
+            qsum_parts.append(_chunk_sum(q))
+            qg_parts.append(_chunk_sum(q * gg))
+    qg = _fsum(qg_parts)
+    q_sum = _fsum(qsum_parts)
+    lower = qg - top_cert.total
+    top_star = top_cert if q_user is None else _select_top(qa_values(qstar, False), pool.ranges, mf)
+    nu = top_star.threshold  # +inf when m == 0
+
+    # Upper bound: the saddle completion of q*, with widening rounding tolerances.
+    best: tuple[float, int, _Level, float] | None = None
+    scale0 = max(abs(qg), abs(top_cert.total))
+    if bi == 0:
+        lev = _Level(nu=nu, band=0.0, qtol=0.0, lam=0.0, t=0.0, shrink=1.0)
+        best = (0.0, 0, lev, 0.0)
+    else:
+        for idx, (rel_band, qtol) in enumerate(_ATTEMPTS):
+            band = rel_band * nu if math.isfinite(nu) else 0.0
+            stats = _level_stats(pool, qstar, nu, band, qtol)
+            lev = _solve_level(stats, mf, nu, band, qtol)
+            upper, u_sum = _upper(pool, qstar, lev, bi)
+            if best is None or upper < best[0]:
+                best = (upper, idx, lev, u_sum)
+            if upper - lower <= rtol * max(scale0, abs(upper)):
+                break
+    upper, attempt, lev, u_sum = best
+
+    adversary = None
+    if return_adversary:
+        adversary = np.empty(n, dtype=np.float64)
+        for lo, hi in pool.ranges:
+            gg, l, a = pool.gla(lo, hi)
+            adversary[lo:hi] = 1.0 - _u_chunk(gg, l, a, qstar(lo, hi), lev)[0] if bi else 1.0 - (mf / n)
+    scale = max(scale0, abs(upper))
+    gap = upper - lower
+    feasible = abs(q_sum - bi) <= rtol * max(1.0, bi) and u_sum - mf <= rtol * max(1.0, mf)
+    optimal = bool(feasible and gap <= rtol * scale)
+    return Certificate(
+        lower=float(lower),
+        upper=float(upper),
+        gap=float(gap),
+        scale=float(scale),
+        rtol=float(rtol),
+        optimal=optimal,
+        value=float(sol.value) if q_user is None else math.nan,
+        n=n,
+        m=mf,
+        b=bi,
+        q_sum=float(q_sum),
+        u_sum=float(u_sum),
+        nu=float(nu),
+        lam=float(lev.lam),
+        attempt=attempt,
+        backend=str(be.name),
+        seconds=time.perf_counter() - t0,
+        adversary=adversary,
+    )
+
+
+def _upper(pool: _Pool, qstar, lev: _Level, b: int) -> tuple[float, float]:
+    """``Phi(u)`` (the ``b`` largest ``g - u a``) and ``sum u``, streamed."""
+    u_parts: dict[int, float] = {}
+
+    def values(lo: int, hi: int) -> np.ndarray:
+        g, l, a = pool.gla(lo, hi)
+        u, v = _u_chunk(g, l, a, qstar(lo, hi), lev)
+        if lo not in u_parts:
+            u_parts[lo] = _chunk_sum(u)
+        return v
+
+    top = _select_top(values, pool.ranges, float(b))
+    if len(u_parts) < len(pool.ranges):  # b == 0 made no pass
+        for lo, hi in pool.ranges:
+            values(lo, hi)
+    return top.total, _fsum(list(u_parts.values()))
+
+
+def _check_solution(sol: Solution, n: int, m: float, b: int, w: float, general: bool) -> None:
+    if sol.n != n:
+        raise ValueError(f"solution is for a pool of n={sol.n}, but gains has n={n}")
+    if sol.b != b:
+        raise ValueError(f"solution is for b={sol.b}, but b={b} was given")
+    if sol.m != m:
+        raise ValueError(f"solution is for m={sol.m!r}, but m={m!r} was given")
+    if general != (sol.losses is not None):
+        raise ValueError(
+            "solution was solved with "
+            + ("general losses" if sol.losses is not None else "RAD losses w * gains")
+            + ", but the certificate was asked for "
+            + ("general losses" if general else "RAD losses")
+        )
+    if not general and sol.w != w:
+        raise ValueError(f"solution is for w={sol.w!r}, but w={w!r} is in effect")
+
+
+def _check_q(q: ArrayLike, n: int, b: int) -> np.ndarray:
+    arr = np.asarray(q)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"solution must be a Solution or a real array q, got dtype {arr.dtype}")
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"q must have shape ({n},) like gains, got {arr.shape}")
+    arr = np.asarray(arr, dtype=np.float64)
+    bad = np.flatnonzero(~(np.isfinite(arr) & (arr >= 0.0) & (arr <= 1.0)))
+    if bad.shape[0]:
+        i = int(bad[0])
+        raise ValueError(f"q must lie in [0, 1]; q[{i}] = {arr[i]!r}")
+    total = float(np.sum(arr)) if n > 4096 else math.fsum(arr.tolist())
+    if abs(total - b) > 1e-6 * max(1.0, b):
+        raise ValueError(
+            f"q must sum to b = {b} (a batch of b points); its sum is {total!r}, so its "
+            "guaranteed value would not be a bound on the game"
+        )
+    return arr

@@ -1,0 +1,128 @@
+"""rad.dask on a real distributed.LocalCluster (2 worker processes on 127.0.0.1):
+same threshold, k* and value as rad.solve; with block-aligned chunks the same indices as
+rad.select."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array", reason="the [dask] extra is not installed")
+distributed = pytest.importorskip("distributed")
+
+import rad  # noqa: E402
+import rad.dask as rd  # noqa: E402
+
+BLOCK = 1 << 16
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _same_solution(dsol, sol, exact: bool = True) -> None:
+    assert dsol.k_star == sol.k_star
+    assert dsol.threshold == sol.threshold
+    if exact:  # block-aligned chunks: the canonical sums, bit for bit
+        assert dsol.value == sol.value
+        assert dsol.params == sol.params
+    else:  # other chunkings add the same numbers in another order
+        assert dsol.value == pytest.approx(sol.value, rel=1e-12)
+        assert dsol.params.nu == pytest.approx(sol.params.nu, rel=1e-12)
+
+
+POOLS = {
+    "uniform32": lambda r: r.random(700_000, dtype=np.float32),
+    "uniform64": lambda r: r.random(400_000),
+    "ties_zeros": lambda r: np.round(r.random(300_000), 2) * (r.random(300_000) < 0.8),
+    "heavy": lambda r: r.pareto(1.5, 300_000),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(POOLS))
+def test_aligned_chunks_match_select(client, kind: str) -> None:
+    g = POOLS[kind](np.random.default_rng(1))
+    x = da.from_array(g, chunks=2 * BLOCK)
+    n = g.shape[0]
+    for frac, b in [(0.3, 1000), (0.05, 50), (0.9, 5000)]:
+        m = frac * n
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", rad.NetHarmWarning)
+            _same_solution(rd.solve(x, m, b), rad.solve(g, m, b))
+        np.testing.assert_array_equal(rd.select(x, m, b, rng=11), rad.select(g, m, b, rng=11))
+
+
+def test_unaligned_chunks(client) -> None:
+    g = np.random.default_rng(2).random(500_000)
+    x = da.from_array(g, chunks=123_457)
+    _same_solution(rd.solve(x, 150_000.0, 800), rad.solve(g, 150_000.0, 800), exact=False)
+    idx = rd.select(x, 150_000.0, 800, rng=3)
+    assert idx.shape == (800,) and np.all(np.diff(idx) > 0) and idx[-1] < g.shape[0]
+    assert np.all(g[idx] >= rad.solve(g, 150_000.0, 800).threshold)  # inside the support
+    np.testing.assert_array_equal(idx, rd.select(x, 150_000.0, 800, rng=3))  # reproducible
+
+
+def test_marginals_unaligned(client) -> None:
+    """Inclusion frequencies of the distributed DepRound match q (5-sigma band)."""
+    g = np.random.default_rng(4).random(3000)
+    x = da.from_array(g, chunks=1000)
+    q = rad.solve(g, 300.0, 60).probabilities()
+    trials = 300
+    counts = np.zeros(g.shape[0])
+    for t in range(trials):
+        counts[rd.select(x, 300.0, 60, rng=t)] += 1
+    # aggregate over deciles of q to get enough counts per cell
+    order = np.argsort(q)
+    for cell in np.array_split(order, 10):
+        expected = q[cell].sum() * trials
+        sd = np.sqrt(np.sum(q[cell] * (1 - q[cell])) * trials)
+        assert abs(counts[cell].sum() - expected) <= 5 * sd + 1e-9
+
+
+def test_capped_case_falls_back_with_a_warning(client) -> None:
+    g = np.random.default_rng(5).random(20_000)
+    x = da.from_array(g, chunks=BLOCK)
+    with pytest.warns(RuntimeWarning, match="gathered to the client"):
+        dsol = rd.solve(x, 5.0, 5000)
+    sol = rad.solve(g, 5.0, 5000)
+    assert dsol.capped and dsol.value == sol.value and dsol.params == sol.params
+
+
+def test_errors(client) -> None:
+    with pytest.raises(TypeError, match="dask.array"):
+        rd.select(np.ones(5), 1.0, 1)
+    g = np.random.default_rng(6).random(200_000)
+    g[150_001] = np.nan
+    with pytest.raises(ValueError, match=r"gains\[150001\]"):
+        rd.select(da.from_array(g, chunks=BLOCK), 10.0, 5)
+    with pytest.raises(ValueError, match="b "):
+        rd.select(da.from_array(np.ones(10), chunks=5), 1.0, 11)
+
+
+def test_missing_dask_is_a_clear_error() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["dask"] = None
+        sys.modules["dask.array"] = None
+        import rad.dask
+        try:
+            rad.dask.select(None, 0.0, 0)
+        except ImportError as e:
+            print(e)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "pip install 'robust-active-distillation[dask]'" in out
