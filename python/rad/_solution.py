@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["NetHarmWarning", "Params", "Solution"]
+__all__ = ["NetHarmWarning", "Params", "Solution", "SolutionSummary"]
 
 
 class NetHarmWarning(RuntimeWarning):
@@ -71,8 +71,8 @@ def probabilities_from_params(
 
 
 @dataclass(frozen=True)
-class Solution:
-    """The optimal batch inclusion probabilities, kept compact.
+class SolutionSummary:
+    """The solution without its arrays (what :mod:`rad.dask` returns).
 
     Attributes
     ----------
@@ -91,10 +91,6 @@ class Solution:
         True when some probability is capped at 1, i.e. the solution is not ``b * p*``.
     params : Params
         The scalars that define every probability (see :mod:`rad._solution`).
-    scale_exponent : int
-        0, or ``e`` when ``gains`` and ``losses`` here are the caller's times ``2**e``
-        because ``1/a`` overflowed for subnormal input (``params`` are in those units;
-        ``value`` and ``threshold`` are in the caller's).
     """
 
     value: float
@@ -106,7 +102,22 @@ class Solution:
     n: int
     capped: bool
     params: Params
-    gains: np.ndarray = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Solution(SolutionSummary):
+    """The optimal batch inclusion probabilities, kept compact.
+
+    The fields of :class:`SolutionSummary`, plus references to the inputs (no copy) so
+    that :meth:`probabilities` can materialise ``q``, and
+
+    scale_exponent : int
+        0, or ``e`` when ``gains`` and ``losses`` here are the caller's times ``2**e``
+        because ``1/a`` overflowed for subnormal input (``params`` are in those units;
+        ``value`` and ``threshold`` are in the caller's).
+    """
+
+    gains: np.ndarray = field(repr=False, compare=False, default=None)
     losses: np.ndarray | None = field(repr=False, compare=False, default=None)
     scale_exponent: int = 0
 

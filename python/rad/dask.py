@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rad._numpy_backend import BLOCK, _finish, _round_sequence
 from rad._rng import MERGE_STREAM, key_from_rng, stream_state
-from rad._solution import NetHarmWarning, Params
+from rad._solution import NetHarmWarning, Params, SolutionSummary
 from rad._validation import check_budget, check_mistakes, check_w
 
 __all__ = ["DaskSolution", "select", "solve"]
@@ -56,19 +55,8 @@ def _dask():
     return dask, da
 
 
-@dataclass(frozen=True)
-class DaskSolution:
-    """The distributed solution: the same fields as :class:`rad.Solution`, no arrays."""
-
-    value: float
-    k_star: int
-    threshold: float
-    w: float
-    m: float
-    b: int
-    n: int
-    capped: bool
-    params: Params
+#: What :func:`solve` returns: :class:`rad.Solution`'s fields, without the arrays.
+DaskSolution = SolutionSummary
 
 
 # ----------------------------------------------------------------- per-chunk work
