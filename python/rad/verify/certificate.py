@@ -57,9 +57,7 @@ _EPS = float(np.finfo(np.float64).eps)
 #: rounding of ``q_i a_i = (nu / a_i) a_i``; the wider ones absorb a water level the
 #: solver located only to its tolerance. Every attempt yields a *valid* upper bound; the
 #: smallest one is kept (see ``docs/certificate.md``, "Floating point").
-_ATTEMPTS: tuple[tuple[float, float], ...] = (
-    (8 * _EPS, 0.0), (1e-12, 1e-12), (1e-9, 1e-9), (1e-6, 1e-6), (1e-4, 1e-4)
-)
+_ATTEMPTS: tuple[tuple[float, float], ...] = ((8 * _EPS, 0.0), (1e-9, 1e-9))
 
 
 @dataclass(frozen=True)
@@ -94,8 +92,9 @@ class Certificate:
     nu, lam : float
         The adversary's parameters: the attack level ``nu`` (the ``ceil(m)``-th largest
         ``q*_i a_i``) and the water level ``lam`` of the values ``g_i - u_i a_i``.
-    attempt : int
-        Which tolerance setting produced the adversary (0 = tightest).
+    adversary_method : str
+        How the adversary was built: ``"saddle"`` (completion of the solver's optimum),
+        ``"search"`` (the independent water search) or ``"none"`` (``b = 0``).
     backend : str
         The kernels that produced ``q``.
     seconds : float
@@ -118,7 +117,7 @@ class Certificate:
     u_sum: float
     nu: float
     lam: float
-    attempt: int
+    adversary_method: str
     backend: str
     seconds: float
     adversary: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
@@ -184,16 +183,6 @@ def _chunk_sum(x: np.ndarray) -> float:
 
 # -------------------------------------------------------------- selection (O(n) passes)
 
-
-@dataclass(frozen=True)
-class _Top:
-    """The ``k`` largest of a streamed vector: ``sum = above_sum + (k - above) * threshold``."""
-
-    total: float
-    threshold: float  # the ceil(k)-th largest value (+inf when k == 0)
-    above: int  # how many values are strictly larger
-
-
 _SIGN = np.uint64(1 << 63)
 
 
@@ -209,67 +198,152 @@ def _from_key(key: int) -> float:
     return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
 
 
-def _select_top(
-    values: Callable[[int, int], np.ndarray], ranges: list[tuple[int, int]], k: float
-) -> _Top:
-    """Sum of the ``k`` largest streamed values, ``k`` real (the fractional part of ``k``
-    weights the ``ceil(k)``-th largest), and that threshold.
+Streamed = Callable[[int, int], "tuple[np.ndarray, np.ndarray | None, list[np.ndarray]]"]
 
-    One chunk: ``np.partition``. Several: a radix select over :func:`_keys`, 16 bits per
-    pass with per-bucket counts and sums; a bucket of at most ``_COLLECT`` values is
-    collected and finished by sorting. At most five passes; memory ``O(chunk + 2**16 +
-    _COLLECT)``.
+
+@dataclass(frozen=True)
+class _Cut:
+    """A weighted selection: the threshold ``t`` where the weight of the values above
+    reaches ``k`` (``W_above < k <= W_above + W_at``), and sums over the values above
+    ``t`` and equal to ``t``."""
+
+    t: float
+    w_above: float
+    e_above: np.ndarray  # one sum per extra quantity
+    w_at: float
+    e_at: np.ndarray
+    e_below: np.ndarray  # over positive-weight values below t
+
+
+def _wselect(stream: Streamed, ranges: list[tuple[int, int]], k: float, n_extra: int) -> _Cut:
+    """Weighted selection from the top of a streamed vector (O(n), at most 5 passes).
+
+    ``stream(lo, hi)`` returns the values ``x``, non-negative weights ``w`` (None: all 1)
+    and ``n_extra`` per-item quantities to be summed. Requires ``0 < k <= sum w``.
+
+    One chunk: a sort. Several: a radix select on :func:`_keys`, 16 bits per pass with
+    per-bucket weight and extra sums; a bucket of at most ``_COLLECT`` points is collected
+    and finished by sorting. Memory ``O(chunk + 2**16 (2 + n_extra) + _COLLECT)``.
     """
-    r = math.ceil(k)
-    if r <= 0:
-        return _Top(0.0, math.inf, 0)
-    if len(ranges) == 1:
-        x = values(*ranges[0])
-        n = x.shape[0]
-        t = float(np.partition(x, n - r)[n - r])
-        big = x[x > t]
-        return _Top(_chunk_sum(big) + (k - big.shape[0]) * t, t, int(big.shape[0]))
 
-    above, above_parts = 0, []
+    def finish(x, w, e, w_above, e_above, e_below) -> _Cut:
+        order = np.argsort(-x, kind="stable")
+        x, w, e = x[order], w[order], [q[order] for q in e]
+        ux, start = np.unique(-x, return_index=True)  # groups of equal x, descending
+        gw = np.add.reduceat(w, start) if x.shape[0] else np.zeros(0)
+        cum = np.cumsum(gw)
+        j = int(np.searchsorted(cum, k - w_above, side="left"))
+        j = min(j, gw.shape[0] - 1)
+        s0 = int(start[j])
+        s1 = int(start[j + 1]) if j + 1 < start.shape[0] else x.shape[0]
+        e_a = np.array([ea + _chunk_sum(q[:s0]) for ea, q in zip(e_above, e)])
+        e_t = np.array([_chunk_sum(q[s0:s1]) for q in e])
+        e_b = np.array([eb + _chunk_sum(q[s1:]) for eb, q in zip(e_below, e)])
+        return _Cut(
+            t=float(x[s0]),
+            w_above=w_above + _chunk_sum(w[:s0]),
+            e_above=e_a,
+            w_at=_chunk_sum(w[s0:s1]),
+            e_at=e_t,
+            e_below=e_b,
+        )
+
+    def full(lo: int, hi: int):
+        x, w, e = stream(lo, hi)
+        return x, (np.ones(x.shape[0]) if w is None else w), e
+
+    if len(ranges) == 1:
+        x, w, e = full(*ranges[0])
+        keep = w > 0
+        return finish(x[keep], w[keep], [q[keep] for q in e], 0.0, [0.0] * n_extra, [0.0] * n_extra)
+
+    w_above = 0.0
+    e_above = [0.0] * n_extra
+    e_below = [0.0] * n_extra
     prefix = 0
     shift = 64
     while True:
         shift -= _DIGIT
-        cnt = np.zeros(_NBINS, dtype=np.int64)
-        sums = np.zeros(_NBINS, dtype=np.float64)
+        cw = np.zeros(_NBINS)
+        cn = np.zeros(_NBINS, dtype=np.int64)
+        ce = [np.zeros(_NBINS) for _ in range(n_extra)]
         for lo, hi in ranges:
-            x = values(lo, hi)
+            x, w, e = full(lo, hi)
             key = _keys(x)
+            sel = w > 0
             if shift + _DIGIT < 64:
-                sel = (key >> np.uint64(shift + _DIGIT)) == np.uint64(prefix)
-                x, key = x[sel], key[sel]
+                sel &= (key >> np.uint64(shift + _DIGIT)) == np.uint64(prefix)
+            key, w = key[sel], w[sel]
             d = ((key >> np.uint64(shift)) & np.uint64(_NBINS - 1)).astype(np.intp)
-            cnt += np.bincount(d, minlength=_NBINS)
-            sums += np.bincount(d, weights=x, minlength=_NBINS)
-        need = r - above
-        desc = np.cumsum(cnt[::-1])  # desc[j]: values with digit >= NBINS-1-j
-        j = int(np.searchsorted(desc, need, side="left"))
-        d = _NBINS - 1 - j
-        above += int(desc[j] - cnt[d])
-        above_parts.append(float(np.sum(sums[d + 1 :])))
+            cn += np.bincount(d, minlength=_NBINS)
+            cw += np.bincount(d, weights=w, minlength=_NBINS)
+            for acc, q in zip(ce, e):
+                acc += np.bincount(d, weights=q[sel], minlength=_NBINS)
+        desc = np.cumsum(cw[::-1])  # weight of digits >= NBINS-1-j
+        j = int(np.searchsorted(desc, k - w_above, side="left"))
+        nz = np.flatnonzero(cn)
+        d = min(_NBINS - 1 - j, int(nz[-1])) if nz.shape[0] else 0
+        d = max(d, int(nz[0])) if nz.shape[0] else 0
+        if cn[d] == 0:  # rounding pushed the target past the last non-empty digit
+            d = int(nz[nz <= d][-1]) if np.any(nz <= d) else int(nz[0])
+        w_above += float(np.sum(cw[d + 1 :]))
+        for i, acc in enumerate(ce):
+            e_above[i] += float(np.sum(acc[d + 1 :]))
+            e_below[i] += float(np.sum(acc[:d]))
         prefix = (prefix << _DIGIT) | d
-        if shift == 0:  # every value in the bucket has this exact key
-            t = _from_key(prefix)
-            return _Top(_fsum(above_parts) + (k - above) * t, t, above)
-        if cnt[d] <= _COLLECT:
+        if shift == 0:  # one exact key: every value in the bucket equals t
+            return _Cut(
+                t=_from_key(prefix),
+                w_above=w_above,
+                e_above=np.array(e_above),
+                w_at=float(cw[d]),
+                e_at=np.array([float(acc[d]) for acc in ce]),
+                e_below=np.array(e_below),
+            )
+        if cn[d] <= _COLLECT:
             break
-    got = []
+    xs, ws, es = [], [], [[] for _ in range(n_extra)]
     for lo, hi in ranges:
+        x, w, e = full(lo, hi)
+        sel = (w > 0) & ((_keys(x) >> np.uint64(shift)) == np.uint64(prefix))
+        xs.append(x[sel])
+        ws.append(w[sel])
+        for acc, q in zip(es, e):
+            acc.append(q[sel])
+    return finish(
+        np.concatenate(xs),
+        np.concatenate(ws),
+        [np.concatenate(q) for q in es],
+        w_above,
+        e_above,
+        e_below,
+    )
+
+
+@dataclass(frozen=True)
+class _Top:
+    """The ``k`` largest of a streamed vector: ``sum = above_sum + (k - above) * threshold``."""
+
+    total: float
+    threshold: float  # the ceil(k)-th largest value (+inf when k == 0)
+    above: float  # how many values are strictly larger
+
+
+def _select_top(
+    values: Callable[[int, int], np.ndarray], ranges: list[tuple[int, int]], k: float
+) -> _Top:
+    """Sum of the ``k`` largest streamed values, ``k`` real (the fractional part weights
+    the ``ceil(k)``-th largest), and that threshold — :func:`_wselect` with unit weights."""
+    if k <= 0:
+        return _Top(0.0, math.inf, 0.0)
+
+    def stream(lo: int, hi: int):
         x = values(lo, hi)
-        key = _keys(x)
-        got.append(x[(key >> np.uint64(shift)) == np.uint64(prefix)])
-    y = np.sort(np.concatenate(got))[::-1]
-    need = r - above
-    t = float(y[need - 1])
-    big = y[y > t]
-    above += int(big.shape[0])
-    above_parts.append(_chunk_sum(big))
-    return _Top(_fsum(above_parts) + (k - above) * t, t, above)
+        return x, None, [x]
+
+    cut = _wselect(stream, ranges, k, 1)
+    total = float(cut.e_above[0]) + (k - cut.w_above) * cut.t
+    return _Top(total, cut.t, cut.w_above)
 
 
 # ---------------------------------------------------- the adversary: saddle completion
@@ -510,6 +584,154 @@ def _u_chunk(
     return u, v
 
 
+# ------------------------------------------- the adversary: an independent water search
+
+
+@dataclass(frozen=True)
+class _Knap:
+    """The adversary of the water level ``lam`` (``docs/certificate.md``, "Independent
+    search"): ``u_i = kappa_i = clip((g_i - lam)/a_i, 0, 1)`` where ``a_i > mu``,
+    ``s * kappa_i`` where ``a_i == mu > 0``, 0 elsewhere — the fractional knapsack that
+    spends at most ``m`` mistakes where each unit removes the most (largest ``a_i``)."""
+
+    lam: float
+    mu: float
+    s: float
+    value: float  # Psi(lam) = b lam + sum_i (g_i - lam - a_i u_i)^+
+    slope: float  # a subgradient of Psi at lam
+    mag: float  # |b lam| + sum of the residuals: the scale of Psi's rounding
+
+
+def _knap_terms(g: np.ndarray, l: np.ndarray, a: np.ndarray, lam: float):
+    """Per point: ``kappa``, the residual and sampler weight if attacked (``A``) or
+    spared (``U``), and ``1/a`` on the attacked points' linear piece."""
+    pos = a > 0
+    e = g - lam
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = np.where(pos, np.clip(e / np.where(pos, a, 1.0), 0.0, 1.0), 0.0)
+        lin = pos & (-l <= lam) & (lam < g)
+        inv_lin = np.where(lin, 1.0 / np.where(pos, a, 1.0), 0.0)
+    res_u = np.maximum(e, 0.0)
+    res_a = np.where(pos, np.maximum(-l - lam, 0.0), res_u)
+    ones_a = (lam < -l).astype(np.float64)  # a == 0 points: lam < 0 = g, as if spared
+    th_u = (lam < g).astype(np.float64)
+    return kappa, res_a, ones_a, inv_lin, res_u, th_u
+
+
+def _psi(pool: _Pool, lam: float, m: float, b: int) -> _Knap:
+    """``Psi(lam)`` with its knapsack adversary and a subgradient (2–6 streaming passes).
+
+    Subgradient: ``b - sum theta_i`` with the sampler weights ``theta`` that satisfy the
+    KKT conditions of the knapsack (``theta_i a_i = mu`` where ``0 < u_i < 1``, 1 where the
+    residual is positive, 0 where it is negative) — proof in ``docs/certificate.md``.
+    """
+    k_parts, ra_parts, oa_parts = [], [], []
+    z_res, z_th = [], []  # points with kappa == 0 (outside the knapsack)
+    for lo, hi in pool.ranges:
+        g, l, a = pool.gla(lo, hi)
+        kappa, res_a, ones_a, _, res_u, th_u = _knap_terms(g, l, a, lam)
+        k_parts.append(_chunk_sum(kappa))
+        ra_parts.append(_chunk_sum(res_a))
+        oa_parts.append(_chunk_sum(ones_a))
+        zero = kappa <= 0
+        z_res.append(_chunk_sum(res_u[zero]))
+        z_th.append(_chunk_sum(th_u[zero]))
+    total_kappa = _fsum(k_parts)
+    if total_kappa <= m:  # every unit of reduction is affordable: mu = 0, u = kappa
+        res = _fsum(ra_parts)
+        return _Knap(lam, 0.0, 1.0, b * lam + res, b - _fsum(oa_parts), abs(b * lam) + res)
+
+    def stream(lo: int, hi: int):
+        g, l, a = pool.gla(lo, hi)
+        kappa, res_a, ones_a, inv_lin, res_u, th_u = _knap_terms(g, l, a, lam)
+        return a, kappa, [res_a, ones_a, inv_lin, res_u, th_u, a * kappa]
+
+    cut = _wselect(stream, pool.ranges, m, 6)
+    mu = cut.t
+    ea, et, eb = cut.e_above, cut.e_at, cut.e_below
+    s = min(max((m - cut.w_above) / cut.w_at, 0.0), 1.0) if cut.w_at > 0 else 0.0
+    res = math.fsum(
+        [ea[0], eb[3], _fsum(z_res), et[3] - s * et[5]]
+    )  # attacked, spared, outside, tied
+    theta = math.fsum([ea[1], mu * ea[2], eb[4], _fsum(z_th), et[4]])
+    return _Knap(lam, mu, s, b * lam + res, b - theta, abs(b * lam) + res)
+
+
+def _water_search(pool: _Pool, m: float, b: int, hint: float | None = None) -> _Knap:
+    """Minimise the convex, piecewise-linear ``Psi`` over ``lam`` (cutting planes).
+
+    Supporting lines at ``lo`` (slope < 0) and ``hi`` (slope > 0) meet at a point whose
+    line value bounds ``min Psi`` from below; it is the next trial, alternating with a
+    bisection whenever the bracket fails to halve. Stops when the best value found is
+    within the rounding of ``Psi`` of that bound, or the bracket cannot shrink. The
+    minimum lies in ``[min(-l), max(g)]`` (slopes ``b - n <= 0`` and ``b >= 0`` there).
+    """
+    lo_parts, hi_parts = [], []
+    for lo, hi in pool.ranges:
+        g, l, _ = pool.gla(lo, hi)
+        lo_parts.append(float(np.min(-l)))
+        hi_parts.append(float(np.max(g)))
+    lo, hi = min(lo_parts), max(hi_parts)
+    ev_lo = _psi(pool, lo, m, b)
+    if ev_lo.slope >= 0:
+        return ev_lo
+    ev_hi = _psi(pool, hi, m, b)
+    if ev_hi.slope <= 0:
+        return ev_hi
+    best = ev_lo if ev_lo.value <= ev_hi.value else ev_hi
+    if hint is not None and lo < hint < hi:
+        ev = _psi(pool, hint, m, b)
+        best = ev if ev.value < best.value else best
+        if ev.slope < 0:
+            lo, ev_lo = hint, ev
+        elif ev.slope > 0:
+            hi, ev_hi = hint, ev
+        else:
+            return ev
+    bisect_next = False
+    for _ in range(_MAX_SEARCH):
+        s_lo, s_hi = ev_lo.slope, ev_hi.slope
+        x = (ev_hi.value - ev_lo.value + s_lo * lo - s_hi * hi) / (s_lo - s_hi)
+        bound = ev_lo.value + s_lo * (min(max(x, lo), hi) - lo)
+        tol = 64 * _EPS * max(ev_lo.mag, ev_hi.mag, best.mag)
+        if best.value - bound <= tol:
+            break
+        if bisect_next or not (lo < x < hi):
+            x = 0.5 * (lo + hi)
+        if not (lo < x < hi):
+            break
+        ev = _psi(pool, x, m, b)
+        if ev.value < best.value:
+            best = ev
+        width = hi - lo
+        if ev.slope < 0:
+            lo, ev_lo = x, ev
+        elif ev.slope > 0:
+            hi, ev_hi = x, ev
+        else:
+            return ev
+        bisect_next = not bisect_next and (hi - lo) > 0.5 * width
+    return best
+
+
+#: Evaluations of ``Psi`` the water search may spend (each is 2–6 streaming passes).
+_MAX_SEARCH = 200
+
+
+def _knap_chunk(g: np.ndarray, l: np.ndarray, a: np.ndarray, kn: _Knap) -> tuple[np.ndarray, np.ndarray]:
+    """``u`` and ``v = g - u a`` of the water-level adversary on one chunk (``v`` in the
+    simplified forms of :func:`_u_chunk`)."""
+    pos = a > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = np.where(pos, np.clip((g - kn.lam) / np.where(pos, a, 1.0), 0.0, 1.0), 0.0)
+    c = np.clip(kn.lam, -l, g)  # g - kappa a
+    att = pos & (a > kn.mu)
+    tie = pos & (a == kn.mu) & (kn.mu > 0)
+    u = np.where(att, kappa, np.where(tie, kn.s * kappa, 0.0))
+    v = np.where(att, c, np.where(tie, (1.0 - kn.s) * g + kn.s * c, g))
+    return u, v
+
+
 # ------------------------------------------------------------------------- public API
 
 
@@ -525,6 +747,7 @@ def certificate(
     rtol: float = 1e-9,
     backend: str = "auto",
     threads: int | None = None,
+    method: str = "auto",
     chunk: int = CHUNK,
 ) -> Certificate:
     """Certify (or refute) the optimality of batch probabilities without an LP.
@@ -606,6 +829,8 @@ def certificate(
         raise TypeError("return_adversary must be a bool")
     if not (isinstance(rtol, (int, float)) and rtol >= 0 and math.isfinite(rtol)):
         raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
+    if method not in ("auto", "saddle", "search"):
+        raise ValueError(f"method must be 'auto', 'saddle' or 'search', got {method!r}")
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
     be, g, mf, bi, wf, lo_arr = _prepare(gains, m, b, w, losses, backend)
@@ -661,30 +886,40 @@ def certificate(
     top_star = top_cert if q_user is None else _select_top(qa_values(qstar, False), pool.ranges, mf)
     nu = top_star.threshold  # +inf when m == 0
 
-    # Upper bound: the saddle completion of q*, with widening rounding tolerances.
-    best: tuple[float, int, _Level, float] | None = None
+    # Upper bound: the saddle completion of q* (cheap; tight, then wider rounding
+    # tolerances), and where that leaves a gap the independent water search.
     scale0 = max(abs(qg), abs(top_cert.total))
+    closed = lambda up: up - lower <= rtol * max(scale0, abs(up))  # noqa: E731
+    candidates: list[tuple[float, float, str, Callable]] = []
     if bi == 0:
-        lev = _Level(nu=nu, band=0.0, qtol=0.0, lam=0.0, t=0.0, shrink=1.0)
-        best = (0.0, 0, lev, 0.0)
+        zero_u = lambda g_, l_, a_, lo_, hi_: (np.full(g_.shape[0], mf / n), g_)  # noqa: E731
+        candidates.append((0.0, mf, "none", zero_u))
     else:
-        for idx, (rel_band, qtol) in enumerate(_ATTEMPTS):
-            band = rel_band * nu if math.isfinite(nu) else 0.0
-            stats = _level_stats(pool, qstar, nu, band, qtol)
-            lev = _solve_level(stats, mf, nu, band, qtol)
-            upper, u_sum = _upper(pool, qstar, lev, bi)
-            if best is None or upper < best[0]:
-                best = (upper, idx, lev, u_sum)
-            if upper - lower <= rtol * max(scale0, abs(upper)):
-                break
-    upper, attempt, lev, u_sum = best
+        if method in ("auto", "saddle"):
+            for rel_band, qtol in _ATTEMPTS:
+                band = rel_band * nu if math.isfinite(nu) else 0.0
+                stats = _level_stats(pool, qstar, nu, band, qtol)
+                lev = _solve_level(stats, mf, nu, band, qtol)
+                fn = _saddle_fn(qstar, lev)
+                up, us = _upper(pool, fn, bi)
+                candidates.append((up, us, "saddle", fn))
+                if closed(up):
+                    break
+        if method == "search" or (method == "auto" and not closed(min(c[0] for c in candidates))):
+            hint = candidates[0][3].lam if candidates else None  # type: ignore[attr-defined]
+            kn = _water_search(pool, mf, bi, hint)
+            fn = _knap_fn(kn)
+            up, us = _upper(pool, fn, bi)
+            candidates.append((up, us, "search", fn))
+    upper, u_sum, how, fn = min(candidates, key=lambda c: c[0])
+    lam = float(getattr(fn, "lam", math.nan))
 
     adversary = None
     if return_adversary:
         adversary = np.empty(n, dtype=np.float64)
         for lo, hi in pool.ranges:
             gg, l, a = pool.gla(lo, hi)
-            adversary[lo:hi] = 1.0 - _u_chunk(gg, l, a, qstar(lo, hi), lev)[0] if bi else 1.0 - (mf / n)
+            adversary[lo:hi] = 1.0 - fn(gg, l, a, lo, hi)[0]
     scale = max(scale0, abs(upper))
     gap = upper - lower
     feasible = abs(q_sum - bi) <= rtol * max(1.0, bi) and u_sum - mf <= rtol * max(1.0, mf)
@@ -703,21 +938,38 @@ def certificate(
         q_sum=float(q_sum),
         u_sum=float(u_sum),
         nu=float(nu),
-        lam=float(lev.lam),
-        attempt=attempt,
+        lam=lam,
+        adversary_method=how,
         backend=str(be.name),
         seconds=time.perf_counter() - t0,
         adversary=adversary,
     )
 
 
-def _upper(pool: _Pool, qstar, lev: _Level, b: int) -> tuple[float, float]:
-    """``Phi(u)`` (the ``b`` largest ``g - u a``) and ``sum u``, streamed."""
+def _saddle_fn(qstar, lev: _Level):
+    def fn(g, l, a, lo, hi):
+        return _u_chunk(g, l, a, qstar(lo, hi), lev)
+
+    fn.lam = lev.lam  # type: ignore[attr-defined]
+    return fn
+
+
+def _knap_fn(kn: _Knap):
+    def fn(g, l, a, lo, hi):
+        return _knap_chunk(g, l, a, kn)
+
+    fn.lam = kn.lam  # type: ignore[attr-defined]
+    return fn
+
+
+def _upper(pool: _Pool, fn, b: int) -> tuple[float, float]:
+    """``Phi(u)`` (the ``b`` largest ``v = g - u a``) and ``sum u``, streamed; ``fn``
+    gives ``(u, v)`` for a chunk."""
     u_parts: dict[int, float] = {}
 
     def values(lo: int, hi: int) -> np.ndarray:
         g, l, a = pool.gla(lo, hi)
-        u, v = _u_chunk(g, l, a, qstar(lo, hi), lev)
+        u, v = fn(g, l, a, lo, hi)
         if lo not in u_parts:
             u_parts[lo] = _chunk_sum(u)
         return v
