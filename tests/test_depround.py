@@ -172,3 +172,18 @@ def test_seeds() -> None:
 def test_bad_probabilities(q: np.ndarray, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         rad.depround(q)
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "numba"])
+def test_streaming_select_marginals(backend: str, rng: np.random.Generator) -> None:
+    """rad.select rounds q computed on the fly from the gains: its inclusion frequencies
+    match solve().probabilities(), uncapped and capped. (Numba returns the same indices
+    as the others, see test_same_indices_on_every_backend.)"""
+    g = rng.random(300)
+    for m, b in [(90.0, 20), (2.0, 120)]:  # the second binds caps
+        q = rad.solve(g, m, b, backend=backend).probabilities()
+        trials = 2000
+        counts = np.zeros(g.shape[0])
+        for t in range(trials):
+            counts[rad.select(g, m, b, rng=t, backend=backend)] += 1
+        _check_marginals(counts, q, trials)

@@ -44,8 +44,8 @@ def canonical_prefix(x: np.ndarray) -> np.ndarray:
     """
     x = np.asarray(x, dtype=np.float64)
     n = x.shape[0]
-    if n == 0:
-        return np.zeros(0)
+    if n <= BLOCK:  # one block: offset 0, and 0.0 + local is local
+        return np.cumsum(x)
     nb = -(-n // BLOCK)
     padded = np.zeros(nb * BLOCK)
     padded[:n] = x
@@ -75,9 +75,10 @@ def canonical_total(x: np.ndarray) -> float:
     if n == 0:
         return 0.0
     nb = -(-n // BLOCK)
-    padded = np.zeros(nb * BLOCK)
+    width = BLOCK if nb > 1 else -(-n // LANES) * LANES  # padding with zeros changes nothing
+    padded = np.zeros(nb * width)
     padded[:n] = x
-    lanes = np.cumsum(padded.reshape(nb, BLOCK // LANES, LANES), axis=1)[:, -1, :]
+    lanes = np.cumsum(padded.reshape(nb, width // LANES, LANES), axis=1)[:, -1, :]
     l = [lanes[:, j] for j in range(LANES)]
     blocks = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
     return float(np.cumsum(blocks)[-1])

@@ -599,6 +599,7 @@ class _Knap:
     s: float
     value: float  # Psi(lam) = b lam + sum_i (g_i - lam - a_i u_i)^+
     slope: float  # a subgradient of Psi at lam
+    intercept: float  # of the supporting line: Psi(x) >= intercept + slope x for all x
     mag: float  # |b lam| + sum of the residuals: the scale of Psi's rounding
 
 
@@ -613,9 +614,10 @@ def _knap_terms(g: np.ndarray, l: np.ndarray, a: np.ndarray, lam: float):
         inv_lin = np.where(lin, 1.0 / np.where(pos, a, 1.0), 0.0)
     res_u = np.maximum(e, 0.0)
     res_a = np.where(pos, np.maximum(-l - lam, 0.0), res_u)
-    ones_a = (lam < -l).astype(np.float64)  # a == 0 points: lam < 0 = g, as if spared
+    full = lam < -l
+    ones_a = full.astype(np.float64)  # a == 0 points: lam < 0 = g, as if spared
     th_u = (lam < g).astype(np.float64)
-    return kappa, res_a, ones_a, inv_lin, res_u, th_u
+    return kappa, res_a, ones_a, inv_lin, res_u, th_u, np.where(full, l, 0.0), g * inv_lin, g * th_u
 
 
 def _psi(pool: _Pool, lam: float, m: float, b: int) -> _Knap:
@@ -625,28 +627,33 @@ def _psi(pool: _Pool, lam: float, m: float, b: int) -> _Knap:
     KKT conditions of the knapsack (``theta_i a_i = mu`` where ``0 < u_i < 1``, 1 where the
     residual is positive, 0 where it is negative) — proof in ``docs/certificate.md``.
     """
-    k_parts, ra_parts, oa_parts = [], [], []
-    z_res, z_th = [], []  # points with kappa == 0 (outside the knapsack)
+    k_parts, ra_parts, oa_parts, lf_parts = [], [], [], []
+    z_res, z_th, z_g = [], [], []  # points with kappa == 0 (outside the knapsack)
     for lo, hi in pool.ranges:
         g, l, a = pool.gla(lo, hi)
-        kappa, res_a, ones_a, _, res_u, th_u = _knap_terms(g, l, a, lam)
+        kappa, res_a, ones_a, _, res_u, th_u, l_full, _, g_th = _knap_terms(g, l, a, lam)
         k_parts.append(_chunk_sum(kappa))
         ra_parts.append(_chunk_sum(res_a))
         oa_parts.append(_chunk_sum(ones_a))
+        lf_parts.append(_chunk_sum(l_full))
         zero = kappa <= 0
         z_res.append(_chunk_sum(res_u[zero]))
         z_th.append(_chunk_sum(th_u[zero]))
+        z_g.append(_chunk_sum(g_th[zero]))
     total_kappa = _fsum(k_parts)
     if total_kappa <= m:  # every unit of reduction is affordable: mu = 0, u = kappa
         res = _fsum(ra_parts)
-        return _Knap(lam, 0.0, 1.0, b * lam + res, b - _fsum(oa_parts), abs(b * lam) + res)
+        # On this piece Psi = b lam + sum over full points of (-l - lam) (+ a == 0 points,
+        # whose g is 0): intercept -sum l.
+        icpt = -_fsum(lf_parts) + _fsum(z_g)
+        return _Knap(lam, 0.0, 1.0, b * lam + res, b - _fsum(oa_parts), icpt, abs(b * lam) + res)
 
     def stream(lo: int, hi: int):
         g, l, a = pool.gla(lo, hi)
-        kappa, res_a, ones_a, inv_lin, res_u, th_u = _knap_terms(g, l, a, lam)
-        return a, kappa, [res_a, ones_a, inv_lin, res_u, th_u, a * kappa]
+        kappa, res_a, ones_a, inv_lin, res_u, th_u, l_full, ga_lin, g_th = _knap_terms(g, l, a, lam)
+        return a, kappa, [res_a, ones_a, inv_lin, res_u, th_u, a * kappa, l_full, ga_lin, g_th]
 
-    cut = _wselect(stream, pool.ranges, m, 6)
+    cut = _wselect(stream, pool.ranges, m, 9)
     mu = cut.t
     ea, et, eb = cut.e_above, cut.e_at, cut.e_below
     s = min(max((m - cut.w_above) / cut.w_at, 0.0), 1.0) if cut.w_at > 0 else 0.0
@@ -654,7 +661,13 @@ def _psi(pool: _Pool, lam: float, m: float, b: int) -> _Knap:
         [ea[0], eb[3], _fsum(z_res), et[3] - s * et[5]]
     )  # attacked, spared, outside, tied
     theta = math.fsum([ea[1], mu * ea[2], eb[4], _fsum(z_th), et[4]])
-    return _Knap(lam, mu, s, b * lam + res, b - theta, abs(b * lam) + res)
+    # The supporting line's intercept, summed point by point so that it carries no
+    # cancellation between Psi and slope * lam (docs/certificate.md):
+    # -sum_full l + mu (#full + sum_lin g/a) + sum_spared g + sum_tied g - mu m.
+    icpt = math.fsum(
+        [-ea[6], mu * ea[1], mu * ea[7], eb[8], _fsum(z_g), et[8], -mu * m]
+    )
+    return _Knap(lam, mu, s, b * lam + res, b - theta, icpt, abs(b * lam) + res)
 
 
 def _water_search(pool: _Pool, m: float, b: int, hint: float | None = None) -> _Knap:
@@ -691,27 +704,43 @@ def _water_search(pool: _Pool, m: float, b: int, hint: float | None = None) -> _
     bisect_next = False
     for _ in range(_MAX_SEARCH):
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
-        x = (ev_hi.value - ev_lo.value + s_lo * lo - s_hi * hi) / (s_lo - s_hi)
-        bound = ev_lo.value + s_lo * (min(max(x, lo), hi) - lo)
-        tol = 64 * _EPS * max(ev_lo.mag, ev_hi.mag, best.mag)
+        # The supporting lines c + s x meet at x; no Psi on [lo, hi] is below them there.
+        x = (ev_hi.intercept - ev_lo.intercept) / (s_lo - s_hi)
+        xc = min(max(x, lo), hi)
+        bound = max(ev_lo.intercept + s_lo * xc, ev_hi.intercept + s_hi * xc)
+        tol = 64 * _EPS * max(best.mag, abs(best.intercept), abs(best.slope * best.lam))
         if best.value - bound <= tol:
             break
         if bisect_next or not (lo < x < hi):
-            x = 0.5 * (lo + hi)
+            x = _midpoint(lo, hi)
         if not (lo < x < hi):
             break
         ev = _psi(pool, x, m, b)
         if ev.value < best.value:
             best = ev
-        width = hi - lo
+        width = _key_width(lo, hi)
         if ev.slope < 0:
             lo, ev_lo = x, ev
         elif ev.slope > 0:
             hi, ev_hi = x, ev
         else:
             return ev
-        bisect_next = not bisect_next and (hi - lo) > 0.5 * width
+        bisect_next = not bisect_next and _key_width(lo, hi) > width // 2
     return best
+
+
+def _key(x: float) -> int:
+    return int(_keys(np.array([x], dtype=np.float64))[0])
+
+
+def _midpoint(lo: float, hi: float) -> float:
+    """The midpoint of two doubles in the order of their bit patterns (so that a bracket
+    spanning many orders of magnitude closes in at most 64 halvings)."""
+    return _from_key((_key(lo) + _key(hi)) // 2)
+
+
+def _key_width(lo: float, hi: float) -> int:
+    return _key(hi) - _key(lo)
 
 
 #: Evaluations of ``Psi`` the water search may spend (each is 2–6 streaming passes).
@@ -848,11 +877,11 @@ def certificate(
         sol = solution
     else:
         q_user = _check_q(solution, n, bi)
-    if sol is None:
+    if sol is None and (q_user is None or method != "search"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NetHarmWarning)
             sol = solve_game(g, lo_arr, wf, mf, bi, be, nthreads, "auto")
-    qstar = pool.q_from_params(sol.params)
+    qstar = pool.q_from_params(sol.params) if sol is not None else None
     qcert = qstar if q_user is None else _q_from_array(q_user)
 
     # Lower bound: sum q g - (the m largest q a); pass 1 also sums q and q g.
@@ -883,8 +912,10 @@ def certificate(
     qg = _fsum(qg_parts)
     q_sum = _fsum(qsum_parts)
     lower = qg - top_cert.total
-    top_star = top_cert if q_user is None else _select_top(qa_values(qstar, False), pool.ranges, mf)
-    nu = top_star.threshold  # +inf when m == 0
+    nu = math.nan
+    if method != "search":
+        top_star = top_cert if q_user is None else _select_top(qa_values(qstar, False), pool.ranges, mf)
+        nu = top_star.threshold  # +inf when m == 0
 
     # Upper bound: the saddle completion of q* (cheap; tight, then wider rounding
     # tolerances), and where that leaves a gap the independent water search.
@@ -931,7 +962,7 @@ def certificate(
         scale=float(scale),
         rtol=float(rtol),
         optimal=optimal,
-        value=float(sol.value) if q_user is None else math.nan,
+        value=float(sol.value) if q_user is None and sol is not None else math.nan,
         n=n,
         m=mf,
         b=bi,
