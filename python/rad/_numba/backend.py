@@ -319,6 +319,11 @@ def _depround_q(q: np.ndarray, b: int, key: int) -> np.ndarray:
 # ------------------------------------------------------------------ kernel contract
 
 
+def _threads(threads) -> None:
+    """Run the parallel kernels on ``threads`` threads (rad passes 1 for small pools)."""
+    nb.set_num_threads(max(1, min(int(threads), nb.config.NUMBA_NUM_THREADS)))
+
+
 def _lw(losses):
     if losses is None:
         return np.zeros(1), False
@@ -326,6 +331,7 @@ def _lw(losses):
 
 
 def first_invalid(x: np.ndarray, threads: int = 1) -> int:
+    _threads(threads)
     return int(_first_invalid(x))
 
 
@@ -338,18 +344,21 @@ def argsort_asc(x: np.ndarray, threads: int = 1) -> np.ndarray:
 
 
 def theorem1_scan(gains, losses, w, perm, m, threads=1):
+    _threads(threads)
     lv, has = _lw(losses)
     k, gt = _theorem1_scan(gains, lv, has, float(w), perm, float(m))
     return int(k), float(gt)
 
 
 def support_sums(gains, losses, w, tau, threads=1):
+    _threads(threads)
     lv, has = _lw(losses)
     h, g, c, mn = _support_sums(gains, lv, has, float(w), float(tau))
     return float(h), float(g), int(c), float(mn)
 
 
 def materialize(gains, losses, w, params: Params, threads=1):
+    _threads(threads)
     lv, has = _lw(losses)
     fill, nu, gc, gf, lc, lf = params.as_tuple()
     return _materialize(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf)
@@ -363,10 +372,12 @@ def support_stats(gains, losses, w, params: Params, threads=1):
 
 
 def depround_q(q, b, key, threads=1):
+    _threads(threads)
     return _depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key))
 
 
 def depround_params(gains, losses, w, params: Params, b, key, threads=1):
+    _threads(threads)
     return _depround_q(materialize(gains, losses, w, params), int(b), int(key))
 
 
@@ -452,6 +463,7 @@ def _gather(g, raw, sign, losses, has_losses, w, shift, key, count):
 
 def threshold_search(gains, losses, w, m, threads=1):
     """Sort-free k*: see the module comment above. Returns (status, tau, kstar, g_total)."""
+    _threads(threads)
     lv, has = _lw(losses)
     nbits = 32 if gains.dtype == np.float32 else 64
     raw = gains.view(np.uint32 if nbits == 32 else np.uint64)
