@@ -307,7 +307,9 @@ def _maximise_dual(ctx: _CappedContext, b: int, m: float) -> tuple[float, _Eval]
     if ev_lo.slope <= 0:
         return lo, ev_lo
     hi, ev_hi = ctx.a_max, _capped_eval(ctx, ctx.a_max, b, m)
-    tol = 1e-13 * (b * ctx.g_max + m * ctx.a_max)
+    # Stop only at the rounding level of F (its terms reach b max g and m max a): the value
+    # can be tiny next to those terms, and a looser stop would cost relative accuracy.
+    tol = 8 * np.finfo(float).eps * (b * ctx.g_max + m * ctx.a_max)
     best_nu, best = (hi, ev_hi) if ev_hi.value >= ev_lo.value else (lo, ev_lo)
     bisect_next = False
     for _ in range(_MAX_ITER):
