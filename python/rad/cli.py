@@ -1,9 +1,10 @@
-"""The ``rad`` command line: ``rad demo`` and ``rad info``."""
+"""The ``rad`` command line: ``rad demo``, ``rad info``, ``rad experiment`` and ``rad verify``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from typing import Sequence
@@ -55,6 +56,154 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _experiment(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        from rad.tf.cli import run_from_args
+    except ImportError as exc:  # the tf extra is missing
+        raise SystemExit(f"rad experiment needs the tf extra (pip install rad[tf]): {exc}")
+    return run_from_args(args)
+
+
+_VERIFY_KINDS = ("uniform", "ties", "zeros", "equal", "heavy", "span", "losses")
+
+
+def _verify_instance(rng: np.random.Generator, kind: str, max_n: int):
+    """A random game instance of the given family: ``(gains, losses, m, b)``."""
+    n = int(rng.integers(1, max_n + 1))
+    losses = None
+    if kind == "uniform":
+        g = rng.random(n)
+    elif kind == "ties":
+        g = rng.choice([0.0, 0.25, 0.5, 1.0, 3.0], n)
+    elif kind == "zeros":
+        g = np.where(rng.random(n) < 0.4, 0.0, rng.random(n))
+    elif kind == "equal":
+        g = np.full(n, float(rng.choice([0.0, 1.0, 10.0 ** rng.uniform(-6, 6)])))
+    elif kind == "heavy":
+        g = rng.lognormal(0.0, 2.0, n) if rng.random() < 0.5 else rng.pareto(1.0, n)
+        g = np.minimum(g, 1e6)
+    elif kind == "span":
+        g = 10.0 ** rng.uniform(-6, 6, n)
+    else:  # general losses, not proportional to the gains
+        g = rng.random(n) if rng.random() < 0.5 else rng.choice([0.0, 0.5, 1.0], n)
+        losses = rng.choice([0.0, 0.5, 1.0], n) if rng.random() < 0.5 else 2 * rng.random(n)
+    m_kind = rng.integers(0, 6)
+    m = [0.0, float(n), float(rng.integers(0, n + 1)), float(rng.uniform(0, n)),
+         max(float(n) - 1e-3, 0.0), float(rng.uniform(0, 0.5 * n))][m_kind]
+    b = int(rng.choice([0, 1, min(2, n), max(n - 1, 0), n, int(rng.integers(0, n + 1))]))
+    return g, losses, m, b
+
+
+def _verify_random(args: argparse.Namespace) -> int:
+    import warnings
+
+    from rad._solution import NetHarmWarning
+    from rad.verify.certificate import certificate
+
+    try:
+        from rad.verify.lp import lp_batch
+    except ImportError:  # SciPy missing: certificate only
+        lp_batch = None
+    kinds = _VERIFY_KINDS if args.kinds is None else tuple(k.strip() for k in args.kinds.split(","))
+    bad_kind = [k for k in kinds if k not in _VERIFY_KINDS]
+    if bad_kind:
+        raise SystemExit(f"rad verify: unknown --kinds {bad_kind}; choose from {', '.join(_VERIFY_KINDS)}")
+    if args.instances < 1 or args.max_n < 1:
+        raise SystemExit("rad verify: --instances and --max-n must be >= 1")
+    rng = np.random.default_rng(args.seed)
+    head = f"{'#':>4} {'kind':<8} {'n':>4} {'m':>9} {'b':>4} {'LP value':>14} {'lower':>14} {'upper':>14} {'rel gap':>9}  status"
+    print(f"rad verify: {args.instances} random instances (seed {args.seed}, n <= {args.max_n}), "
+          f"certificate vs {'the LP oracle (HiGHS)' if lp_batch else 'itself (SciPy missing: no LP)'}")
+    print(head)
+    print("-" * len(head))
+    failures = 0
+    t0 = time.perf_counter()
+    for i in range(args.instances):
+        kind = kinds[i % len(kinds)]
+        g, losses, m, b = _verify_instance(rng, kind, args.max_n)
+        notes = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NetHarmWarning)
+            try:
+                cert = certificate(g, m, b, losses=losses, rtol=args.rtol, method=args.method,
+                                   backend=args.backend)
+            except Exception as exc:  # a crash is a failure, reported and counted
+                print(f"{i:>4} {kind:<8} {g.shape[0]:>4} {m:>9.3f} {b:>4}  ERROR {type(exc).__name__}: {exc}")
+                failures += 1
+                continue
+        lp_value = math.nan
+        if lp_batch is not None:
+            try:
+                lp_value = lp_batch(g, m, b, losses=losses).value
+            except RuntimeError as exc:  # HiGHS gave up: say so, count it
+                notes.append(f"LP error: {exc}")
+                lp_value = math.nan
+        if lp_batch is not None and not notes:
+            a_max = float(np.max(g + (losses if losses is not None else (1 - m / g.shape[0]) * g)))
+            tol = 1e-8 * abs(lp_value) + 1e-9 * a_max + 1e-30
+            # The adversary is refined only until the gap is within rtol * scale.
+            if not abs(cert.upper - lp_value) <= max(tol, args.rtol * cert.scale):
+                notes.append("upper != LP")
+            if not abs(cert.lower - lp_value) <= max(tol, args.rtol * cert.scale):
+                notes.append("lower != LP")
+        if not cert.optimal:
+            notes.append("gap")
+        ok = not notes
+        failures += not ok
+        status = "ok" if ok else "FAIL (" + ", ".join(notes) + ")"
+        print(f"{i:>4} {kind:<8} {g.shape[0]:>4} {m:>9.3f} {b:>4} {lp_value:>14.7g} {cert.lower:>14.7g} "
+              f"{cert.upper:>14.7g} {cert.rel_gap:>9.1e}  {status}")
+    print("-" * len(head))
+    print(f"{args.instances - failures}/{args.instances} passed in {time.perf_counter() - t0:.1f} s"
+          + ("" if not failures else f"; {failures} FAILED"))
+    return 1 if failures else 0
+
+
+def _verify_file(args: argparse.Namespace) -> int:
+    from rad.verify.certificate import certificate
+
+    def load(path: str, what: str) -> np.ndarray:
+        try:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"rad verify: cannot read {what} from {path!r}: {exc}")
+
+    if args.m is None:
+        raise SystemExit("rad verify: --gains needs --m (the teacher's mistakes in the pool)")
+    gains = load(args.gains, "--gains")
+    losses = load(args.losses, "--losses") if args.losses else None
+    q = load(args.q, "--q") if args.q else None
+    n = gains.shape[0] if gains.ndim else 0
+    print(f"rad verify: {args.gains}: n={n:,} {gains.dtype}, m={args.m:,.6g}, b={args.b:,}"
+          + (f", losses from {args.losses}" if losses is not None else f", w={'1 - m/n' if args.w is None else args.w}")
+          + (f", q from {args.q}" if q is not None else ", q from rad.solve"))
+    try:
+        cert = certificate(gains, args.m, args.b, w=args.w, losses=losses, solution=q, rtol=args.rtol,
+                           return_adversary=args.adversary is not None, method=args.method,
+                           backend=args.backend, threads=args.threads)
+    except (ValueError, TypeError) as exc:
+        raise SystemExit(f"rad verify: {exc}")
+    print(f"  lower bound (q vs worst mistakes)    = {cert.lower:.17g}")
+    print(f"  upper bound (adversary vs best batch) = {cert.upper:.17g}")
+    if not math.isnan(cert.value):
+        print(f"  solver's reported value               = {cert.value:.17g}")
+    print(f"  gap                                   = {cert.gap:.3e}  (relative {cert.rel_gap:.2e} of {cert.scale:.6g})")
+    print(f"  sum q - b = {cert.q_sum - cert.b:.2e}, sum u - m = {cert.u_sum - cert.m:.2e}, "
+          f"adversary: {cert.adversary_method}, backend: {cert.backend}, time: {cert.seconds:.2f} s")
+    if args.adversary is not None:
+        np.save(args.adversary, cert.adversary)
+        print(f"  adversary c = 1 - u written to {args.adversary}")
+    print(("OPTIMAL: certified to rtol=" if cert.optimal else "NOT CERTIFIED at rtol=") + f"{cert.rtol:g}")
+    return 0 if cert.optimal else 1
+
+
+def _verify(args: argparse.Namespace) -> int:
+    return _verify_file(args) if args.gains else _verify_random(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rad", description="Robust Active Distillation")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -68,6 +217,61 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
     info = sub.add_parser("info", help="print the version and which backends are built")
     info.set_defaults(func=_info)
+    ver = sub.add_parser(
+        "verify",
+        help="check optimality: random instances against the LP and the certificate, or "
+        "certify your own pool (--gains FILE.npy --m M --b B); exit 1 on any failure")
+    ver.add_argument("--gains", help=".npy file of gains (memory-mapped): certify this instance")
+    ver.add_argument("--m", type=float, help="teacher mistakes in the pool (with --gains)")
+    ver.add_argument("--b", type=int, default=1, help="batch size (with --gains; default 1)")
+    ver.add_argument("--w", type=float, default=None, help="RAD loss weight (default 1 - m/n)")
+    ver.add_argument("--losses", help=".npy file of general losses instead of w * gains")
+    ver.add_argument("--q", help=".npy file of probabilities to certify instead of rad.solve's")
+    ver.add_argument("--adversary", metavar="OUT.npy", help="write the adversary c = 1 - u here")
+    ver.add_argument("--instances", type=int, default=50, help="random instances (default 50)")
+    ver.add_argument("--seed", type=int, default=0, help="seed of the random instances")
+    ver.add_argument("--max-n", dest="max_n", type=int, default=30, help="largest random pool")
+    ver.add_argument("--kinds", help="comma-separated families: " + ",".join(_VERIFY_KINDS))
+    ver.add_argument("--method", default="auto", choices=["auto", "saddle", "search"],
+                     help="how the certificate builds its adversary (default auto)")
+    ver.add_argument("--rtol", type=float, default=1e-9, help="relative gap tolerance")
+    ver.add_argument("--backend", default="auto", choices=["auto", "cpp", "numba", "numpy"])
+    ver.add_argument("--threads", type=int, default=None)
+    ver.set_defaults(func=_verify)
+    exp = sub.add_parser(
+        "experiment",
+        help="run the active-distillation loop (Algorithm 1) with TensorFlow (needs rad[tf])")
+    exp.add_argument("--config", help="JSON or TOML file with ExperimentConfig fields; "
+                     "flags given on the command line override it")
+    exp.add_argument("--dataset", help="mnist_sample, digits, mnist1d, cifar10, cifar100, "
+                     "svhn or imagenet")
+    exp.add_argument("--data-dir", dest="data_dir", help="tensorflow_datasets data directory")
+    exp.add_argument("--strategies", help="comma-separated names (default: all)")
+    exp.add_argument("--seeds", help="comma-separated seeds, or N for 0..N-1")
+    exp.add_argument("--rounds", type=int)
+    exp.add_argument("--b", type=int, help="points queried per round")
+    exp.add_argument("--n-labeled", dest="n_labeled", type=int)
+    exp.add_argument("--n-val", dest="n_val", type=int, help="validation points for m")
+    for role in ("teacher", "student"):
+        exp.add_argument(f"--{role}-model", dest=f"{role}_model",
+                         choices=["mlp", "cnn", "resnet", "mobilenet"])
+        exp.add_argument(f"--{role}-width", dest=f"{role}_width", type=int)
+        exp.add_argument(f"--{role}-depth", dest=f"{role}_depth", type=int,
+                         help="ResNet-v2 depth (11, 20, 29, 56, 110)")
+        exp.add_argument(f"--{role}-alpha", dest=f"{role}_alpha", type=float,
+                         help="MobileNet width multiplier")
+        exp.add_argument(f"--{role}-epochs", dest=f"{role}_epochs", type=int)
+    exp.add_argument("--teacher-path", dest="teacher_path", help="pre-trained Keras teacher")
+    exp.add_argument("--temperature", type=float)
+    exp.add_argument("--learning-rate", dest="learning_rate", type=float)
+    exp.add_argument("--batch-size", dest="batch_size", type=int)
+    exp.add_argument("--conservative-m", dest="conservative_m", action="store_const",
+                     const=True, help="use estimate_m's conservative bound")
+    exp.add_argument("--tpu", help="TPU name (else $TPU_NAME; else GPUs or the CPU)")
+    exp.add_argument("--output-dir", dest="output_dir", help="write results.json/.csv here")
+    exp.add_argument("--plots", action="store_true", help="also write the PNG plots")
+    exp.add_argument("--no-progress", dest="progress", action="store_const", const=False)
+    exp.set_defaults(func=_experiment)
     return parser
 
 

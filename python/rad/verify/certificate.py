@@ -14,15 +14,21 @@ are the teacher's mistakes) and ``a = g + l``. Two numbers bracket ``OPT_b``:
 
 ``value(q) <= OPT_b <= Phi(u)`` for every feasible pair, so a zero gap proves that ``q`` is
 optimal — with no LP and no trust in the solver: both numbers are recomputed here from the
-data. The adversary is constructed as the *saddle completion* of an optimal ``q*`` (the
-solver's): the mistakes that are a best response to ``q*`` and make ``q*`` a best response
-in turn. The construction and the proof that it attains ``OPT_b`` whenever ``q*`` is optimal
-are in ``docs/certificate.md``; in short, with ``nu`` the ``ceil(m)``-th largest
-``q*_i a_i`` the points split into attacked (``q*_i a_i > nu``, ``u_i = 1``), spared
-(``q*_i a_i < nu``, ``u_i = 0``) and the level set ``q*_i a_i = nu``, on which the
-remaining mistakes are placed by a water level ``lam``: points the sampler takes
-fractionally are pushed exactly to ``g_i - u_i a_i = lam``, points it takes surely stay at
-or above ``lam``, points it skips at or below. One scalar equation fixes ``lam``.
+data. Two constructions of the adversary, both proved in ``docs/certificate.md``:
+
+* the **saddle completion** of the solver's optimum ``q*`` (fast path, a few passes): with
+  ``nu`` the ``ceil(m)``-th largest ``q*_i a_i`` the points split into hit
+  (``q*_i a_i > nu``, ``u_i = 1``), spared (``< nu``, ``u_i = 0``) and the level set
+  (``= nu``), on which the remaining mistakes are placed by a water level ``lam`` so that
+  ``q*`` is in turn a best response: points taken fractionally are pushed exactly to
+  ``g_i - u_i a_i = lam``, points taken surely stay at or above it, points skipped at or
+  below. Zero gap whenever ``q*`` is exactly optimal.
+* the **water search**, independent of the solver: ``min_u Phi(u) = min_lam Psi(lam)``
+  with ``Psi(lam) = b lam + min_u sum_i (g_i - lam - a_i u_i)^+``, a convex 1-D function whose
+  inner problem is a fractional knapsack (one weighted selection); cutting planes find its
+  minimum, and the knapsack's ``u`` at any ``lam`` is a valid adversary with
+  ``Phi(u) <= Psi(lam)``. Used when the fast path leaves a gap (the solver located its
+  water level only to a tolerance) or on request.
 
 Everything is computed in chunks of the pool (a few streaming passes; selections by a radix
 select over the float bit patterns, O(n)), so memory stays bounded by the chunk size and
@@ -35,8 +41,9 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -52,12 +59,9 @@ _COLLECT = 1 << 20
 _DIGIT = 16
 _NBINS = 1 << _DIGIT
 _EPS = float(np.finfo(np.float64).eps)
-#: (band, qtol) tried in order: the relative width of the level set ``q a = nu`` and the
-#: distance from 0 or 1 below which a probability counts as 0 or 1. The first is the
-#: rounding of ``q_i a_i = (nu / a_i) a_i``; the wider ones absorb a water level the
-#: solver located only to its tolerance. Every attempt yields a *valid* upper bound; the
-#: smallest one is kept (see ``docs/certificate.md``, "Floating point").
-_ATTEMPTS: tuple[tuple[float, float], ...] = ((8 * _EPS, 0.0), (1e-9, 1e-9))
+#: Relative half-width of the level set ``q_i a_i = nu`` in the saddle completion: the
+#: rounding of ``q_i a_i = (nu / a_i) a_i`` (docs/certificate.md, §2).
+_BAND = 8 * _EPS
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,8 @@ class Certificate:
         ``sum q`` (should be ``b``) and the adversary's mistakes ``sum u`` (at most ``m``).
     nu, lam : float
         The adversary's parameters: the attack level ``nu`` (the ``ceil(m)``-th largest
-        ``q*_i a_i``) and the water level ``lam`` of the values ``g_i - u_i a_i``.
+        ``q*_i a_i``; ``nan`` with ``method="search"``, ``inf`` when ``m = 0``) and the water
+        level ``lam`` of the values ``g_i - u_i a_i`` (``nan`` when ``b = 0``).
     adversary_method : str
         How the adversary was built: ``"saddle"`` (completion of the solver's optimum),
         ``"search"`` (the independent water search) or ``"none"`` (``b = 0``).
@@ -181,6 +186,15 @@ def _chunk_sum(x: np.ndarray) -> float:
     return math.fsum(x.tolist()) if x.shape[0] <= 4096 else float(np.sum(x))
 
 
+def _pmap(fn: Callable, ranges: list[tuple[int, int]], workers: int) -> list:
+    """``[fn(lo, hi) for lo, hi in ranges]``, on ``workers`` threads when there are several
+    chunks (NumPy's ufuncs release the GIL). At most ``workers`` chunks are in flight."""
+    if workers <= 1 or len(ranges) <= 1:
+        return [fn(lo, hi) for lo, hi in ranges]
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(lambda r: fn(*r), ranges))
+
+
 # -------------------------------------------------------------- selection (O(n) passes)
 
 _SIGN = np.uint64(1 << 63)
@@ -189,6 +203,8 @@ _SIGN = np.uint64(1 << 63)
 def _keys(x: np.ndarray) -> np.ndarray:
     """Unsigned keys whose order is the order of the doubles ``x`` (no NaN)."""
     bits = (x + 0.0).view(np.uint64)  # + 0.0 folds -0.0 into 0.0
+    if not np.signbit(x).any():  # the common case: no negative value
+        return bits | _SIGN
     return np.where(bits >= _SIGN, ~bits, bits | _SIGN)
 
 
@@ -215,7 +231,9 @@ class _Cut:
     e_below: np.ndarray  # over positive-weight values below t
 
 
-def _wselect(stream: Streamed, ranges: list[tuple[int, int]], k: float, n_extra: int) -> _Cut:
+def _wselect(
+    stream: Streamed, ranges: list[tuple[int, int]], k: float, n_extra: int, workers: int = 1
+) -> _Cut:
     """Weighted selection from the top of a streamed vector (O(n), at most 5 passes).
 
     ``stream(lo, hi)`` returns the values ``x``, non-negative weights ``w`` (None: all 1)
@@ -264,10 +282,8 @@ def _wselect(stream: Streamed, ranges: list[tuple[int, int]], k: float, n_extra:
     shift = 64
     while True:
         shift -= _DIGIT
-        cw = np.zeros(_NBINS)
-        cn = np.zeros(_NBINS, dtype=np.int64)
-        ce = [np.zeros(_NBINS) for _ in range(n_extra)]
-        for lo, hi in ranges:
+
+        def hist(lo: int, hi: int, shift: int = shift, prefix: int = prefix):
             x, w, e = full(lo, hi)
             key = _keys(x)
             sel = w > 0
@@ -275,10 +291,16 @@ def _wselect(stream: Streamed, ranges: list[tuple[int, int]], k: float, n_extra:
                 sel &= (key >> np.uint64(shift + _DIGIT)) == np.uint64(prefix)
             key, w = key[sel], w[sel]
             d = ((key >> np.uint64(shift)) & np.uint64(_NBINS - 1)).astype(np.intp)
-            cn += np.bincount(d, minlength=_NBINS)
-            cw += np.bincount(d, weights=w, minlength=_NBINS)
-            for acc, q in zip(ce, e):
-                acc += np.bincount(d, weights=q[sel], minlength=_NBINS)
+            return (
+                np.bincount(d, minlength=_NBINS),
+                np.bincount(d, weights=w, minlength=_NBINS),
+                [np.bincount(d, weights=q[sel], minlength=_NBINS) for q in e],
+            )
+
+        parts = _pmap(hist, ranges, workers)
+        cn = np.sum([p[0] for p in parts], axis=0)
+        cw = np.sum([p[1] for p in parts], axis=0)
+        ce = [np.sum([p[2][i] for p in parts], axis=0) for i in range(n_extra)]
         desc = np.cumsum(cw[::-1])  # weight of digits >= NBINS-1-j
         j = int(np.searchsorted(desc, k - w_above, side="left"))
         nz = np.flatnonzero(cn)
@@ -302,14 +324,16 @@ def _wselect(stream: Streamed, ranges: list[tuple[int, int]], k: float, n_extra:
             )
         if cn[d] <= _COLLECT:
             break
-    xs, ws, es = [], [], [[] for _ in range(n_extra)]
-    for lo, hi in ranges:
+
+    def pick(lo: int, hi: int):
         x, w, e = full(lo, hi)
         sel = (w > 0) & ((_keys(x) >> np.uint64(shift)) == np.uint64(prefix))
-        xs.append(x[sel])
-        ws.append(w[sel])
-        for acc, q in zip(es, e):
-            acc.append(q[sel])
+        return x[sel], w[sel], [q[sel] for q in e]
+
+    parts = _pmap(pick, ranges, workers)
+    xs = [p[0] for p in parts]
+    ws = [p[1] for p in parts]
+    es = [[p[2][i] for p in parts] for i in range(n_extra)]
     return finish(
         np.concatenate(xs),
         np.concatenate(ws),
@@ -330,20 +354,98 @@ class _Top:
 
 
 def _select_top(
-    values: Callable[[int, int], np.ndarray], ranges: list[tuple[int, int]], k: float
+    values: Callable[[int, int], np.ndarray],
+    ranges: list[tuple[int, int]],
+    k: float,
+    workers: int = 1,
 ) -> _Top:
     """Sum of the ``k`` largest streamed values, ``k`` real (the fractional part weights
-    the ``ceil(k)``-th largest), and that threshold — :func:`_wselect` with unit weights."""
-    if k <= 0:
+    the ``ceil(k)``-th largest), and that threshold.
+
+    One chunk: ``np.partition``. Several: a radix select on :func:`_keys` (16 bits a pass,
+    per-bucket counts and sums). It ends when the bucket holding the threshold has at most
+    ``_COLLECT`` values (one more pass collects and sorts them) or when all of its values
+    lie within ``_CLUSTER`` relative of each other — e.g. ``q_i a_i = nu`` to rounding on a
+    whole support — in which case the threshold is taken as the bucket's largest value.
+    That rounds the sum *up* by at most ``(k - above) * (max - min)`` of the bucket, so a
+    lower bound built from it stays a lower bound and an upper bound stays an upper bound.
+    Usually two passes; at most five. Memory ``O(chunk + 2**16 + _COLLECT)``.
+    """
+    r = math.ceil(k)
+    if r <= 0:
         return _Top(0.0, math.inf, 0.0)
+    if len(ranges) == 1:
+        x = values(*ranges[0])
+        n = x.shape[0]
+        t = float(np.partition(x, n - r)[n - r])
+        big = x[x > t]
+        return _Top(_chunk_sum(big) + (k - big.shape[0]) * t, t, float(big.shape[0]))
 
-    def stream(lo: int, hi: int):
+    above, above_parts = 0, []
+    prefix = 0
+    shift = 64
+    lo_v, hi_v = -math.inf, math.inf  # range of the values in the current prefix bucket
+    while True:
+        shift -= _DIGIT
+
+        def hist(lo: int, hi: int, shift: int = shift, prefix: int = prefix):
+            x = values(lo, hi)
+            key = _keys(x)
+            cmin, cmax, at = math.inf, -math.inf, 0
+            if shift + _DIGIT < 64:
+                sel = (key >> np.uint64(shift + _DIGIT)) == np.uint64(prefix)
+                x, key = x[sel], key[sel]
+                if x.shape[0]:
+                    cmin, cmax = float(x.min()), float(x.max())
+                    at = int(np.count_nonzero(x == cmax))
+            d = ((key >> np.uint64(shift)) & np.uint64(_NBINS - 1)).astype(np.intp)
+            return (
+                np.bincount(d, minlength=_NBINS),
+                np.bincount(d, weights=x, minlength=_NBINS),
+                cmin,
+                cmax,
+                at,
+            )
+
+        parts = _pmap(hist, ranges, workers)
+        cnt = np.sum([p[0] for p in parts], axis=0)
+        sums = np.sum([p[1] for p in parts], axis=0)
+        vmin = min(p[2] for p in parts)
+        vmax = max(p[3] for p in parts)
+        at_max = sum(p[4] for p in parts if p[3] == vmax)
+        need = r - above
+        if at_max >= need:  # the bucket's largest value fills the rest exactly
+            return _Top(_fsum(above_parts) + (k - above) * vmax, vmax, float(above))
+        if shift + _DIGIT < 64:
+            lo_v, hi_v = vmin, vmax
+        desc = np.cumsum(cnt[::-1])
+        j = int(np.searchsorted(desc, need, side="left"))
+        d = _NBINS - 1 - j
+        above += int(desc[j] - cnt[d])
+        above_parts.append(float(np.sum(sums[d + 1 :])))
+        prefix = (prefix << _DIGIT) | d
+        if shift == 0:  # one exact key: every value in the bucket equals t
+            t = _from_key(prefix)
+            return _Top(_fsum(above_parts) + (k - above) * t, t, float(above))
+        if math.isfinite(hi_v - lo_v) and hi_v - lo_v <= _CLUSTER * max(abs(hi_v), abs(lo_v)):
+            return _Top(_fsum(above_parts) + (k - above) * hi_v, hi_v, float(above))
+        if cnt[d] <= _COLLECT:
+            break
+
+    def pick(lo: int, hi: int) -> np.ndarray:
         x = values(lo, hi)
-        return x, None, [x]
+        return x[(_keys(x) >> np.uint64(shift)) == np.uint64(prefix)]
 
-    cut = _wselect(stream, ranges, k, 1)
-    total = float(cut.e_above[0]) + (k - cut.w_above) * cut.t
-    return _Top(total, cut.t, cut.w_above)
+    y = np.sort(np.concatenate(_pmap(pick, ranges, workers)))[::-1]
+    t = float(y[r - above - 1])
+    big = y[y > t]
+    above += int(big.shape[0])
+    above_parts.append(_chunk_sum(big))
+    return _Top(_fsum(above_parts) + (k - above) * t, t, float(above))
+
+
+#: Relative width below which a selection bucket counts as one value (see _select_top).
+_CLUSTER = 64 * _EPS
 
 
 # ---------------------------------------------------- the adversary: saddle completion
@@ -355,27 +457,29 @@ class _Level:
 
     nu: float
     band: float  # absolute half-width of the level set |q a - nu| <= band
-    qtol: float
     lam: float
     t: float
     shrink: float  # final factor that keeps sum u <= m
 
 
-def _classes(q: np.ndarray, qa: np.ndarray, nu: float, band: float, qtol: float):
+def _classes(q: np.ndarray, qa: np.ndarray, nu: float, band: float):
+    """Masks: hit / level set (by ``q a`` against ``nu``); q = 1 / q = 0 / fractional."""
     if math.isinf(nu):  # m == 0: nobody is attacked and the level set is empty
         hit = np.zeros(q.shape, dtype=bool)
         level = hit
     else:
         hit = qa > nu + band
         level = ~hit & (qa >= nu - band)
-    one = q >= 1.0 - qtol
-    zero = q <= qtol
+    one = q >= 1.0
+    zero = q <= 0.0
     frac = ~(one | zero)
     return hit, level, one, zero, frac
 
 
 @dataclass
 class _Stats:
+    """What the saddle completion needs from one pass (mergeable across chunks)."""
+
     hits: int = 0
     lam_min: float = -math.inf
     lam_max: float = math.inf
@@ -387,54 +491,72 @@ class _Stats:
     to_g: list = field(default_factory=list)  # level points the sampler takes (q = 1)
     to_a: list = field(default_factory=list)
 
-    def raise_min(self, x: np.ndarray) -> None:
-        if x.shape[0]:
-            self.lam_min = max(self.lam_min, float(np.max(x)))
+    def merge(self, o: "_Stats") -> None:
+        self.hits += o.hits
+        self.lam_min = max(self.lam_min, o.lam_min)
+        self.lam_max = min(self.lam_max, o.lam_max)
+        self.free += o.free
+        for name in ("a_parts", "b_parts", "tz_g", "tz_a", "to_g", "to_a"):
+            getattr(self, name).extend(getattr(o, name))
 
-    def lower_max(self, x: np.ndarray) -> None:
-        if x.shape[0]:
-            self.lam_max = min(self.lam_max, float(np.min(x)))
 
+def _level_stats(pool: _Pool, qstar, nu: float, band: float) -> _Stats:
+    """One pass: the constraints on ``lam`` and the sums of the level equation."""
 
-def _level_stats(pool: _Pool, qstar, nu: float, band: float, qtol: float) -> _Stats:
-    """Pass B: the constraints on ``lam`` and the sums of the level equation."""
-    s = _Stats()
-    for lo, hi in pool.ranges:
+    def lo_max(x: np.ndarray, where: np.ndarray) -> float:
+        return float(np.min(x, where=where, initial=math.inf))
+
+    def hi_min(x: np.ndarray, where: np.ndarray) -> float:
+        return float(np.max(x, where=where, initial=-math.inf))
+
+    def one_chunk(lo: int, hi: int) -> _Stats:
+        s = _Stats()
         g, l, a = pool.gla(lo, hi)
         q = qstar(lo, hi)
         qa = q * a
-        hit, level, one, zero, frac = _classes(q, qa, nu, band, qtol)
-        s.hits += int(np.count_nonzero(hit))
+        hit, level, one, zero, frac = _classes(q, qa, nu, band)
+        s.hits = int(np.count_nonzero(hit))
+        neg_l = -l
         # Off the level set u is fixed (1 on hit, 0 on spared); the sampler's best response
         # needs v = g - u a >= lam where q = 1, <= lam where q = 0, == lam in between.
         off = ~level
-        v = np.where(hit, -l, g)
-        s.lower_max(v[off & (one | frac)])
-        s.raise_min(v[off & (zero | frac)])
+        v = np.where(hit, neg_l, g)
+        s.lam_max = lo_max(v, off & ~zero)
+        s.lam_min = hi_min(v, off & ~one)
         pos = a > 0
         lv = level & pos
-        fr = lv & frac
-        s.raise_min(-l[fr])
-        s.lower_max(g[fr])
-        if np.any(fr):
-            s.a_parts.append(_chunk_sum(g[fr] / a[fr]))
-            s.b_parts.append(_chunk_sum(1.0 / a[fr]))
-        to = lv & one
-        s.lower_max(g[to])
-        if np.any(to):
+        fr = lv & frac  # v = lam exactly: -l <= lam <= g
+        if fr.any():
+            s.lam_min = max(s.lam_min, hi_min(neg_l, fr))
+            s.lam_max = min(s.lam_max, lo_max(g, fr))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                inv = np.where(fr, 1.0 / a, 0.0)
+            # (np.sum's pairwise summation; a masked sum with where= is not pairwise)
+            s.a_parts.append(float(np.sum(g * inv)))
+            s.b_parts.append(float(np.sum(inv)))
+        to = lv & one  # v >= lam: lam <= g
+        if to.any():
+            s.lam_max = min(s.lam_max, lo_max(g, to))
             s.to_g.append(g[to])
             s.to_a.append(a[to])
-        tz = lv & zero
-        s.raise_min(-l[tz])
-        if np.any(tz):
+        tz = lv & zero  # v <= lam: lam >= -l
+        if tz.any():
+            s.lam_min = max(s.lam_min, hi_min(neg_l, tz))
             s.tz_g.append(g[tz])
             s.tz_a.append(a[tz])
         z = level & ~pos  # a == 0: the value is 0 whatever u is
-        if np.any(z):
-            s.free += int(np.count_nonzero(z))
-            s.lower_max(np.zeros(int(np.count_nonzero(z & (one | frac)))))
-            s.raise_min(np.zeros(int(np.count_nonzero(z & (zero | frac)))))
-    return s
+        if z.any():
+            s.free = int(np.count_nonzero(z))
+            if (z & ~zero).any():
+                s.lam_max = min(s.lam_max, 0.0)
+            if (z & ~one).any():
+                s.lam_min = max(s.lam_min, 0.0)
+        return s
+
+    total = _Stats()
+    for part in _pmap(one_chunk, pool.ranges, pool.threads):
+        total.merge(part)
+    return total
 
 
 def _clip_sum(g: np.ndarray, a: np.ndarray, lam: float) -> float:
@@ -516,8 +638,9 @@ def _clip_sums_at(g: np.ndarray, a: np.ndarray, lams: np.ndarray) -> np.ndarray:
     return full + lin_ga - lams * lin_ia
 
 
-def _solve_level(s: _Stats, m: float, nu: float, band: float, qtol: float) -> _Level:
-    """Choose ``lam`` and the level-set fraction ``t`` (``docs/certificate.md``, step 3).
+def _solve_level(s: _Stats, m: float, nu: float, band: float) -> _Level:
+    """Choose ``lam`` and the level-set share ``t`` (``docs/certificate.md``, §2): the left
+    end of the feasible interval ``[max(lam_min, r_lo), min(lam_max, r_hi)]``.
 
     Best effort: when rounding makes the constraints inconsistent, the nearest choice is
     taken; the resulting ``u`` is still feasible, so its bound is still valid.
@@ -530,11 +653,8 @@ def _solve_level(s: _Stats, m: float, nu: float, band: float, qtol: float) -> _L
     if lo > hi:  # inconsistent by rounding: meet in the middle
         mid = hi if not math.isfinite(lo) else (lo if not math.isfinite(hi) else 0.5 * (lo + hi))
         lo = hi = mid
+    # lam may be -inf (no lower constraint and S(-inf) <= M): the clip formulas take it.
     lam = _root(A, B, tz_g, tz_a, M, lo, hi)
-    if math.isinf(lam) and lam < 0:
-        # No lower constraint and S(-inf) <= M: any lam below every breakpoint acts like
-        # -inf; keep -inf (the clip formulas handle it).
-        pass
     s_lo = _linear(A, B, lam) + _clip_sum(tz_g, tz_a, lam)
     s_hi = _linear(A, B, lam) + _clip_sum(to_g, to_a, lam) + tz_g.shape[0] + s.free
     if s_hi > s_lo:
@@ -543,13 +663,13 @@ def _solve_level(s: _Stats, m: float, nu: float, band: float, qtol: float) -> _L
         t = 0.0
     total = s.hits + s_lo + t * (s_hi - s_lo)
     shrink = 1.0 if total <= m else (m / total if total > 0 else 1.0)
-    return _Level(nu=nu, band=band, qtol=qtol, lam=lam, t=t, shrink=shrink)
+    return _Level(nu=nu, band=band, lam=lam, t=t, shrink=shrink)
 
 
 def _u_chunk(
     g: np.ndarray, l: np.ndarray, a: np.ndarray, q: np.ndarray, lev: _Level
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The adversary's mistakes ``u`` on one chunk and the values ``v = g - u a`` (pass C).
+    """The adversary's mistakes ``u`` on one chunk and the values ``v = g - u a``.
 
     ``v`` is evaluated in simplified form — ``clip((g - lam)/a, 0, 1) a = g - clip(lam, -l,
     g)`` — so that a point pushed to the water level has ``v = lam`` exactly instead of
@@ -558,28 +678,29 @@ def _u_chunk(
     returned is its rounding.
     """
     qa = q * a
-    hit, level, one, zero, frac = _classes(q, qa, lev.nu, lev.band, lev.qtol)
-    pos = a > 0
+    hit, level, one, zero, _ = _classes(q, qa, lev.nu, lev.band)
     t = lev.t
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        r = np.clip((g - lev.lam) / np.where(pos, a, 1.0), 0.0, 1.0)
-        c = np.clip(lev.lam, -l, g)  # g - r a, exactly
-    lv = level & pos
-    u = np.where(hit, 1.0, 0.0)
-    v = np.where(hit, -l, g)
-    sel = lv & frac
-    u = np.where(sel, r, u)
-    v = np.where(sel, c, v)
-    sel = lv & one  # u = t r: v = (1 - t) g + t c
-    u = np.where(sel, t * r, u)
-    v = np.where(sel, (1.0 - t) * g + t * c, v)
-    sel = lv & zero  # u = r + t (1 - r): v = c - t (c + l)
-    u = np.where(sel, r + t * (1.0 - r), u)
-    v = np.where(sel, (1.0 - t) * c - t * l, v)
-    sel = level & ~pos  # a == 0: v = 0 whatever u is
-    u = np.where(sel, t, u)
+    lv = level & (a > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = (g - lev.lam) / a
+    np.clip(r, 0.0, 1.0, out=r)
+    c = np.clip(lev.lam, -l, g)  # = g - r a exactly
+    u = np.where(lv, r, hit.astype(np.float64))
+    v = np.where(lv, c, np.where(hit, -l, g))
+    sel = lv & one  # taken surely: u = t r, v = (1 - t) g + t c
+    if np.any(sel):
+        u[sel] = t * r[sel]
+        v[sel] = (1.0 - t) * g[sel] + t * c[sel]
+    sel = lv & zero  # skipped surely: u = r + t (1 - r), v = (1 - t) c - t l
+    if np.any(sel):
+        u[sel] = r[sel] + t * (1.0 - r[sel])
+        v[sel] = (1.0 - t) * c[sel] - t * l[sel]
+    sel = level & ~(a > 0)  # a == 0: v = g = 0 whatever u is
+    if np.any(sel):
+        u[sel] = t
+        v[sel] = g[sel]
     if lev.shrink != 1.0:  # u -> s u: v -> g - s (g - v) = (1 - s) g + s v
-        u = u * lev.shrink
+        u *= lev.shrink
         v = (1.0 - lev.shrink) * g + lev.shrink * v
     return u, v
 
@@ -627,19 +748,18 @@ def _psi(pool: _Pool, lam: float, m: float, b: int) -> _Knap:
     KKT conditions of the knapsack (``theta_i a_i = mu`` where ``0 < u_i < 1``, 1 where the
     residual is positive, 0 where it is negative) — proof in ``docs/certificate.md``.
     """
-    k_parts, ra_parts, oa_parts, lf_parts = [], [], [], []
-    z_res, z_th, z_g = [], [], []  # points with kappa == 0 (outside the knapsack)
-    for lo, hi in pool.ranges:
+
+    def sums(lo: int, hi: int) -> list[float]:
         g, l, a = pool.gla(lo, hi)
         kappa, res_a, ones_a, _, res_u, th_u, l_full, _, g_th = _knap_terms(g, l, a, lam)
-        k_parts.append(_chunk_sum(kappa))
-        ra_parts.append(_chunk_sum(res_a))
-        oa_parts.append(_chunk_sum(ones_a))
-        lf_parts.append(_chunk_sum(l_full))
-        zero = kappa <= 0
-        z_res.append(_chunk_sum(res_u[zero]))
-        z_th.append(_chunk_sum(th_u[zero]))
-        z_g.append(_chunk_sum(g_th[zero]))
+        zero = kappa <= 0  # points outside the knapsack
+        return [
+            _chunk_sum(kappa), _chunk_sum(res_a), _chunk_sum(ones_a), _chunk_sum(l_full),
+            _chunk_sum(res_u[zero]), _chunk_sum(th_u[zero]), _chunk_sum(g_th[zero]),
+        ]
+
+    cols = list(zip(*_pmap(sums, pool.ranges, pool.threads)))
+    k_parts, ra_parts, oa_parts, lf_parts, z_res, z_th, z_g = (list(c) for c in cols)
     total_kappa = _fsum(k_parts)
     if total_kappa <= m:  # every unit of reduction is affordable: mu = 0, u = kappa
         res = _fsum(ra_parts)
@@ -653,7 +773,7 @@ def _psi(pool: _Pool, lam: float, m: float, b: int) -> _Knap:
         kappa, res_a, ones_a, inv_lin, res_u, th_u, l_full, ga_lin, g_th = _knap_terms(g, l, a, lam)
         return a, kappa, [res_a, ones_a, inv_lin, res_u, th_u, a * kappa, l_full, ga_lin, g_th]
 
-    cut = _wselect(stream, pool.ranges, m, 9)
+    cut = _wselect(stream, pool.ranges, m, 9, pool.threads)
     mu = cut.t
     ea, et, eb = cut.e_above, cut.e_at, cut.e_below
     s = min(max((m - cut.w_above) / cut.w_at, 0.0), 1.0) if cut.w_at > 0 else 0.0
@@ -670,39 +790,70 @@ def _psi(pool: _Pool, lam: float, m: float, b: int) -> _Knap:
     return _Knap(lam, mu, s, b * lam + res, b - theta, icpt, abs(b * lam) + res)
 
 
-def _water_search(pool: _Pool, m: float, b: int, hint: float | None = None) -> _Knap:
+def _water_search(
+    pool: _Pool, m: float, b: int, hint: float | None = None, target: float = -math.inf
+) -> _Knap:
     """Minimise the convex, piecewise-linear ``Psi`` over ``lam`` (cutting planes).
 
     Supporting lines at ``lo`` (slope < 0) and ``hi`` (slope > 0) meet at a point whose
     line value bounds ``min Psi`` from below; it is the next trial, alternating with a
     bisection whenever the bracket fails to halve. Stops when the best value found is
-    within the rounding of ``Psi`` of that bound, or the bracket cannot shrink. The
-    minimum lies in ``[min(-l), max(g)]`` (slopes ``b - n <= 0`` and ``b >= 0`` there).
+    within the rounding of ``Psi`` of that bound, or at most ``target`` (good enough for
+    the caller), or when the bracket cannot shrink. The minimum lies in
+    ``[min(-l), max(g)]`` (slopes ``b - n <= 0`` and ``b >= 0`` there). With a ``hint``
+    (the saddle completion's water level) the bracket is first sought around it, by steps
+    growing 32-fold from ``1e-9`` relative.
     """
     lo_parts, hi_parts = [], []
     for lo, hi in pool.ranges:
         g, l, _ = pool.gla(lo, hi)
         lo_parts.append(float(np.min(-l)))
         hi_parts.append(float(np.max(g)))
-    lo, hi = min(lo_parts), max(hi_parts)
-    ev_lo = _psi(pool, lo, m, b)
-    if ev_lo.slope >= 0:
-        return ev_lo
-    ev_hi = _psi(pool, hi, m, b)
-    if ev_hi.slope <= 0:
-        return ev_hi
-    best = ev_lo if ev_lo.value <= ev_hi.value else ev_hi
-    if hint is not None and lo < hint < hi:
-        ev = _psi(pool, hint, m, b)
-        best = ev if ev.value < best.value else best
-        if ev.slope < 0:
-            lo, ev_lo = hint, ev
-        elif ev.slope > 0:
-            hi, ev_hi = hint, ev
-        else:
+    g_lo, g_hi = min(lo_parts), max(hi_parts)
+    best: _Knap | None = None
+
+    def psi(x: float) -> _Knap:
+        nonlocal best
+        ev = _psi(pool, x, m, b)
+        if best is None or ev.value < best.value:
+            best = ev
+        return ev
+
+    ev_lo = ev_hi = None
+    if hint is not None and math.isfinite(hint) and g_lo < hint < g_hi:
+        ev = psi(hint)
+        if ev.slope == 0 or ev.value <= target:
             return ev
+        side = 1.0 if ev.slope < 0 else -1.0
+        near = ev
+        step = 1e-9 * max(abs(hint), 1e-9 * (g_hi - g_lo))
+        while ev_lo is None:
+            x = min(max(hint + side * step, g_lo), g_hi)
+            far = psi(x)
+            if far.value <= target:
+                return far
+            if side * far.slope >= 0 or x in (g_lo, g_hi):
+                ev_lo, ev_hi = (near, far) if side > 0 else (far, near)
+            else:
+                near, step = far, 32.0 * step
+        lo, hi = ev_lo.lam, ev_hi.lam
+        if ev_lo.slope >= 0:  # reached an end of the range: it is the minimum
+            return ev_lo
+        if ev_hi.slope <= 0:
+            return ev_hi
+    else:
+        lo, hi = g_lo, g_hi
+        ev_lo = psi(lo)
+        if ev_lo.slope >= 0:
+            return ev_lo
+        ev_hi = psi(hi)
+        if ev_hi.slope <= 0:
+            return ev_hi
     bisect_next = False
     for _ in range(_MAX_SEARCH):
+        assert best is not None
+        if best.value <= target:
+            break
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
         # The supporting lines c + s x meet at x; no Psi on [lo, hi] is below them there.
         x = (ev_hi.intercept - ev_lo.intercept) / (s_lo - s_hi)
@@ -715,9 +866,7 @@ def _water_search(pool: _Pool, m: float, b: int, hint: float | None = None) -> _
             x = _midpoint(lo, hi)
         if not (lo < x < hi):
             break
-        ev = _psi(pool, x, m, b)
-        if ev.value < best.value:
-            best = ev
+        ev = psi(x)
         width = _key_width(lo, hi)
         if ev.slope < 0:
             lo, ev_lo = x, ev
@@ -726,6 +875,7 @@ def _water_search(pool: _Pool, m: float, b: int, hint: float | None = None) -> _
         else:
             return ev
         bisect_next = not bisect_next and _key_width(lo, hi) > width // 2
+    assert best is not None
     return best
 
 
@@ -774,9 +924,9 @@ def certificate(
     solution: Solution | ArrayLike | None = None,
     return_adversary: bool = False,
     rtol: float = 1e-9,
+    method: str = "auto",
     backend: str = "auto",
     threads: int | None = None,
-    method: str = "auto",
     chunk: int = CHUNK,
 ) -> Certificate:
     """Certify (or refute) the optimality of batch probabilities without an LP.
@@ -784,9 +934,9 @@ def certificate(
     Computes a lower bound — the probabilities ``q`` against the adversary's best response
     — and an upper bound — an equilibrium adversary ``c`` against the sampler's best
     response (DESIGN §1, "Certificate"). ``lower <= OPT_b <= upper`` always holds, so
-    ``gap ~ 0`` *proves* ``q`` optimal; a positive gap bounds how far from optimal it is.
-    The adversary is the saddle completion of the solver's optimum, and the proof that it
-    closes the gap is in ``docs/certificate.md``.
+    ``gap ~ 0`` *proves* ``q`` optimal, and a positive gap bounds how far from optimal it
+    is (exactly, when the adversary is an equilibrium one, as constructed here). The
+    constructions and their proofs are in ``docs/certificate.md``.
 
     Parameters
     ----------
@@ -804,16 +954,23 @@ def certificate(
         What to certify: ``None`` solves the game with :func:`rad.solve` and certifies that;
         a :class:`rad.Solution` (for this same instance) is certified as is; an array ``q``
         (``0 <= q <= 1``, ``sum q = b``) — e.g. another method's probabilities — gets its
-        guaranteed value as ``lower`` and the game's equilibrium bound as ``upper``, so
-        ``gap`` is exactly its sub-optimality.
+        guaranteed value as ``lower`` and the game's value as ``upper``, so ``gap`` is its
+        sub-optimality.
     return_adversary : bool, default False
         Also return the adversary ``c = 1 - u`` (``8 n`` bytes).
     rtol : float, default 1e-9
         Tolerance of :attr:`Certificate.optimal`.
+    method : {"auto", "saddle", "search"}
+        How the adversary is built. ``"saddle"``: completion of the solver's optimum
+        (a few passes); ``"search"``: the independent water search, a convex 1-D
+        minimisation that never looks at the solver's numbers (about 10–30 evaluations of
+        2–6 passes each); ``"auto"``: the saddle completion, then the search only if a gap
+        remains. With ``"search"`` and an array ``q`` the solver is not run at all.
     backend : {"auto", "cpp", "numba", "numpy"}
         Kernels for solving and for producing ``q``.
     threads : int, optional
-        Threads for the compiled kernels.
+        Threads for the compiled kernels and for the chunked passes (default: all cores
+        for pools of at least ``2**22`` points, else one).
     chunk : int
         Points per streaming chunk.
 
@@ -824,22 +981,31 @@ def certificate(
     Raises
     ------
     ValueError
-        On invalid gains, losses, ``m``, ``b`` or ``w``; on a ``solution`` for another
-        instance; on a ``q`` that is not in ``[0, 1]`` or does not sum to ``b``.
+        On invalid gains, losses, ``m``, ``b``, ``w``, ``method`` or ``rtol``; on a
+        ``solution`` for another instance; on a ``q`` that is not in ``[0, 1]`` or does
+        not sum to ``b``.
     TypeError
-        On a non-integer ``b``, non-real ``m`` or non-numeric arrays.
+        On a non-integer ``b``, non-real ``m``, non-numeric arrays or a non-bool
+        ``return_adversary``.
 
     Notes
     -----
-    Time: ``O(n)`` — the solve (if any) plus roughly 5–15 streaming passes: two radix
-    selections of at most five passes each (the ``m`` largest ``q_i a_i``, the ``b``
-    largest ``g_i - u_i a_i``), one pass of sums, and a re-try with wider rounding
-    tolerances only when the first adversary leaves a gap. Memory: ``O(chunk)`` float64
-    temporaries (about ``10 * 8 * chunk`` bytes, 170 MB at the default), ``2**16``-bin
+    Time: ``O(n)`` — the solve (if any) plus a few streaming passes: two radix selections
+    (the ``m`` largest ``q_i a_i``, the ``b`` largest ``g_i - u_i a_i``; usually two passes
+    each, at most five) and one pass of sums for the saddle completion; the search, when
+    it runs, adds 2–6 passes per evaluation. Chunks are processed on ``threads`` threads.
+    Memory: ``O(chunk)`` float64 temporaries per thread (about ``12 * 8 * chunk`` bytes,
+    200 MB at the default chunk), ``2**16``-bin
     histograms, at most ``2**20`` collected values per selection, plus 16 bytes per
     *tied* point on the adversary's level set that the sampler takes or skips surely
     (none or a handful on real data; all points only in degenerate pools such as all
-    gains equal with ``b = n``) and ``8 n`` bytes for ``return_adversary``.
+    gains equal with ``b = n``), and ``8 n`` bytes for ``return_adversary``. Nothing of
+    size ``n`` is allocated otherwise, so a read-only memory map of 1e9 points works.
+
+    Floating point: both bounds are evaluated from the data in double precision; the
+    sums are accurate to roughly ``1e-16 * n`` relative to the magnitudes in
+    :attr:`Certificate.scale`, which is why the gap is judged relative to that scale
+    (see ``docs/certificate.md``, "Floating point").
 
     Examples
     --------
@@ -849,132 +1015,167 @@ def certificate(
     >>> cert = certificate(g, m=300, b=10)
     >>> cert.optimal, cert.rel_gap < 1e-9
     (True, True)
+    >>> top = np.zeros(1000); top[np.argsort(-g)[:10]] = 1.0  # margin's top-b
+    >>> certificate(g, m=300, b=10, solution=top).gap > 1.0
+    True
     """
     from rad._api import _prepare, _threads
     from rad._solver import solve_game
 
     t0 = time.perf_counter()
-    if isinstance(return_adversary, (bool, np.bool_)) is False:
-        raise TypeError("return_adversary must be a bool")
-    if not (isinstance(rtol, (int, float)) and rtol >= 0 and math.isfinite(rtol)):
+    if not isinstance(return_adversary, (bool, np.bool_)):
+        raise TypeError(f"return_adversary must be a bool, got {type(return_adversary).__name__}")
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not (0 <= rtol < math.inf):
         raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
     if method not in ("auto", "saddle", "search"):
         raise ValueError(f"method must be 'auto', 'saddle' or 'search', got {method!r}")
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
     be, g, mf, bi, wf, lo_arr = _prepare(gains, m, b, w, losses, backend)
-    nthreads = _threads(threads)
     n = g.shape[0]
+    nthreads = _threads(threads, n)
     w_k = 0.0 if lo_arr is not None else wf
-    pool = _Pool(g, lo_arr, w_k, be, nthreads, int(chunk))
 
     q_user: np.ndarray | None = None
     sol: Solution | None = None
-    if solution is None:
-        pass
-    elif isinstance(solution, Solution):
+    if isinstance(solution, Solution):
         _check_solution(solution, n, mf, bi, wf, lo_arr is not None)
         sol = solution
-    else:
+    elif solution is not None:
         q_user = _check_q(solution, n, bi)
     if sol is None and (q_user is None or method != "search"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NetHarmWarning)
             sol = solve_game(g, lo_arr, wf, mf, bi, be, nthreads, "auto")
+
+    # Subnormal input: certify the game on exact power-of-two rescaled copies (the game
+    # is scale-equivariant, q and c scale-invariant) and scale the bounds back.
+    e = sol.scale_exponent if sol is not None else _scale_exponent(g, lo_arr, w_k)
+    if e:
+        if sol is not None and sol.gains is not None and sol.scale_exponent == e:
+            g_s, l_s = sol.gains, sol.losses
+        else:
+            g_s = np.ldexp(np.asarray(g, dtype=np.float64), e)
+            l_s = None if lo_arr is None else np.ldexp(np.asarray(lo_arr, dtype=np.float64), e)
+        pool = _Pool(g_s, l_s, w_k, be, nthreads, int(chunk))
+    else:
+        pool = _Pool(g, lo_arr, w_k, be, nthreads, int(chunk))
     qstar = pool.q_from_params(sol.params) if sol is not None else None
     qcert = qstar if q_user is None else _q_from_array(q_user)
 
-    # Lower bound: sum q g - (the m largest q a); pass 1 also sums q and q g.
-    qsum_parts: list[float] = []
-    qg_parts: list[float] = []
+    # Lower bound: sum q g - (the m largest q a); the selection's first pass also sums q
+    # and q g.
+    qsum_parts: dict[int, float] = {}
+    qg_parts: dict[int, float] = {}
 
-    def qa_values(qsrc, record):
-        seen: set[int] = set()
-
+    def qa_values(qsrc, record: bool):
         def values(lo: int, hi: int) -> np.ndarray:
             gg, _, a = pool.gla(lo, hi)
             q = qsrc(lo, hi)
-            if record and lo not in seen:
-                seen.add(lo)
-                qsum_parts.append(_chunk_sum(q))
-                qg_parts.append(_chunk_sum(q * gg))
+            if record and lo not in qsum_parts:
+                qsum_parts[lo] = _chunk_sum(q)
+                qg_parts[lo] = _chunk_sum(q * gg)
             return q * a
 
         return values
 
-    top_cert = _select_top(qa_values(qcert, True), pool.ranges, mf)
-    if not qsum_parts:  # m == 0: the selection made no pass
-        for lo, hi in pool.ranges:
-            gg, _, _ = pool.gla(lo, hi)
-            q = qcert(lo, hi)
-            qsum_parts.append(_chunk_sum(q))
-            qg_parts.append(_chunk_sum(q * gg))
-    qg = _fsum(qg_parts)
-    q_sum = _fsum(qsum_parts)
+    values = qa_values(qcert, True)
+    top_cert = _select_top(values, pool.ranges, mf, pool.threads)
+    for lo, hi in pool.ranges:  # m == 0 makes no selection pass
+        if lo not in qsum_parts:
+            values(lo, hi)
+    qg = _fsum(list(qg_parts.values()))
+    q_sum = _fsum(list(qsum_parts.values()))
     lower = qg - top_cert.total
     nu = math.nan
     if method != "search":
-        top_star = top_cert if q_user is None else _select_top(qa_values(qstar, False), pool.ranges, mf)
+        top_star = top_cert if q_user is None else _select_top(qa_values(qstar, False), pool.ranges, mf, pool.threads)
         nu = top_star.threshold  # +inf when m == 0
 
-    # Upper bound: the saddle completion of q* (cheap; tight, then wider rounding
-    # tolerances), and where that leaves a gap the independent water search.
+    # Upper bound: the saddle completion of q* (tight, then wider rounding tolerances),
+    # and the independent water search where that leaves a gap (or when asked for).
     scale0 = max(abs(qg), abs(top_cert.total))
-    closed = lambda up: up - lower <= rtol * max(scale0, abs(up))  # noqa: E731
+
+    def closed(up: float) -> bool:
+        return up - lower <= rtol * max(scale0, abs(up))
+
     candidates: list[tuple[float, float, str, Callable]] = []
-    if bi == 0:
-        zero_u = lambda g_, l_, a_, lo_, hi_: (np.full(g_.shape[0], mf / n), g_)  # noqa: E731
-        candidates.append((0.0, mf, "none", zero_u))
+    if bi == 0:  # the sampler takes nothing: every adversary gives 0
+        candidates.append((0.0, mf, "none", _uniform_fn(mf / n)))
     else:
-        if method in ("auto", "saddle"):
-            for rel_band, qtol in _ATTEMPTS:
-                band = rel_band * nu if math.isfinite(nu) else 0.0
-                stats = _level_stats(pool, qstar, nu, band, qtol)
-                lev = _solve_level(stats, mf, nu, band, qtol)
-                fn = _saddle_fn(qstar, lev)
-                up, us = _upper(pool, fn, bi)
-                candidates.append((up, us, "saddle", fn))
-                if closed(up):
-                    break
+        if method != "search":
+            band = _BAND * nu if math.isfinite(nu) else 0.0
+            stats = _level_stats(pool, qstar, nu, band)
+            lev = _solve_level(stats, mf, nu, band)
+            fn = _saddle_fn(qstar, lev)
+            up, us = _upper(pool, fn, bi)
+            candidates.append((up, us, "saddle", fn))
         if method == "search" or (method == "auto" and not closed(min(c[0] for c in candidates))):
             hint = candidates[0][3].lam if candidates else None  # type: ignore[attr-defined]
-            kn = _water_search(pool, mf, bi, hint)
+            # Psi(lam) bounds Phi(u(lam)) from above: once it closes the gap to the lower
+            # bound (half the tolerance), the search may stop early.
+            target = lower + 0.5 * rtol * scale0 if method == "auto" else -math.inf
+            kn = _water_search(pool, mf, bi, hint, target)
             fn = _knap_fn(kn)
             up, us = _upper(pool, fn, bi)
             candidates.append((up, us, "search", fn))
     upper, u_sum, how, fn = min(candidates, key=lambda c: c[0])
-    lam = float(getattr(fn, "lam", math.nan))
 
     adversary = None
     if return_adversary:
         adversary = np.empty(n, dtype=np.float64)
         for lo, hi in pool.ranges:
-            gg, l, a = pool.gla(lo, hi)
-            adversary[lo:hi] = 1.0 - fn(gg, l, a, lo, hi)[0]
-    scale = max(scale0, abs(upper))
-    gap = upper - lower
+            gg, ll, a = pool.gla(lo, hi)
+            adversary[lo:hi] = 1.0 - fn(gg, ll, a, lo, hi)[0]
+    unscale = (lambda x: math.ldexp(x, -e)) if e else float  # noqa: E731
+    lower_c, upper_c = unscale(lower), unscale(upper)
+    scale = unscale(max(scale0, abs(upper)))
+    gap = upper_c - lower_c
     feasible = abs(q_sum - bi) <= rtol * max(1.0, bi) and u_sum - mf <= rtol * max(1.0, mf)
-    optimal = bool(feasible and gap <= rtol * scale)
+    optimal = bool(feasible and math.isfinite(gap) and gap <= rtol * scale)
     return Certificate(
-        lower=float(lower),
-        upper=float(upper),
+        lower=float(lower_c),
+        upper=float(upper_c),
         gap=float(gap),
         scale=float(scale),
         rtol=float(rtol),
         optimal=optimal,
-        value=float(sol.value) if q_user is None and sol is not None else math.nan,
+        value=float(sol.value) if (q_user is None and sol is not None) else math.nan,
         n=n,
         m=mf,
         b=bi,
         q_sum=float(q_sum),
         u_sum=float(u_sum),
-        nu=float(nu),
-        lam=lam,
+        nu=unscale(nu) if math.isfinite(nu) else nu,
+        lam=unscale(float(getattr(fn, "lam", math.nan))),
         adversary_method=how,
         backend=str(be.name),
         seconds=time.perf_counter() - t0,
         adversary=adversary,
     )
+
+
+def _scale_exponent(g: np.ndarray, losses: np.ndarray | None, w: float) -> int:
+    """0, or the power of two that makes ``1/a`` finite for subnormal input (as the
+    solver does, ``rad._solver.solve_game``)."""
+    lo_min = math.inf
+    for i in range(0, g.shape[0], CHUNK):
+        gg = np.asarray(g[i : i + CHUNK], dtype=np.float64)
+        a = gg + (np.asarray(losses[i : i + CHUNK], dtype=np.float64) if losses is not None else w * gg)
+        pos = a[a > 0]
+        if pos.shape[0]:
+            lo_min = min(lo_min, float(pos.min()))
+    if not math.isfinite(lo_min) or lo_min >= 2.0**-960:
+        return 0
+    return -990 - int(np.frexp(lo_min)[1])
+
+
+def _uniform_fn(u0: float):
+    def fn(g, l, a, lo, hi):
+        return np.full(g.shape[0], u0), g.copy()
+
+    fn.lam = math.nan  # type: ignore[attr-defined]
+    return fn
 
 
 def _saddle_fn(qstar, lev: _Level):
@@ -1005,7 +1206,7 @@ def _upper(pool: _Pool, fn, b: int) -> tuple[float, float]:
             u_parts[lo] = _chunk_sum(u)
         return v
 
-    top = _select_top(values, pool.ranges, float(b))
+    top = _select_top(values, pool.ranges, float(b), pool.threads)
     if len(u_parts) < len(pool.ranges):  # b == 0 made no pass
         for lo, hi in pool.ranges:
             values(lo, hi)
