@@ -84,7 +84,6 @@ def stage_rows(n: int, log) -> dict:
     sequential_depround(q[:1000])
     out["depround_per_item"] = median_time(lambda: sequential_depround(q), 3)
     out["depround_speedup"] = out["depround_per_item"] / out["depround_stream"]
-    del q
     # radix argsort vs numpy's stable argsort
     out["radix_argsort"] = median_time(lambda: cpp.argsort_desc(g, 2), 3)
     out["np_argsort"] = median_time(lambda: np.argsort(-g, kind="stable"), 1 if n >= 10**8 else 3)

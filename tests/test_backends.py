@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import rad
-from rad._backends import BackendUnavailable, get_backend
+from rad._backends import get_backend
 
 from conftest import BACKENDS
 

@@ -13,8 +13,8 @@ student learns the most while being misled the least (the minimax selection of
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from rad._lazy import lazy_getattr
+
 
 __version__ = "0.1.0"
 
@@ -49,17 +49,7 @@ _LAZY = {
 _SUBMODULES = {"gains", "strategies", "verify"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        value = import_module(f"rad.{name}")
-        globals()[name] = value
-        return value
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rad' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("rad", _LAZY, globals(), _SUBMODULES)
 
 
 def __dir__() -> list[str]:

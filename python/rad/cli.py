@@ -50,7 +50,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _info(args: argparse.Namespace) -> int:
     import rad
-    from rad._backends import default_threads, get_backend
 
     print(json.dumps({"version": rad.__version__, **rad.backends()}, indent=2))
     return 0

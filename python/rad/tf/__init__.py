@@ -9,8 +9,8 @@ submodules import TensorFlow only when a function that needs it is called.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from rad._lazy import lazy_getattr
+
 
 __all__ = [
     "ExperimentConfig",
@@ -33,10 +33,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rad.tf' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("rad.tf", _LAZY, globals())
