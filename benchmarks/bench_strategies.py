@@ -21,7 +21,6 @@ import os
 import statistics
 import sys
 import time
-import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,6 +31,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from rad import gains as G  # noqa: E402
 from rad import strategies as S  # noqa: E402
 from rad.strategies import PoolState  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gains import peak_bytes  # noqa: E402  (one tracemalloc helper for both)
 
 __all__ = ["Pool", "cases", "main", "make_pool"]
 
@@ -102,17 +104,6 @@ def cases(pool: Pool, b: int) -> list[tuple[str, Callable[[], object], bool]]:
         ("hac_clusters(whole pool), one-off", hac_whole_pool, True),
         ("ClusterMargin (precomputed clusters)", cm_precomputed, False),
     ]
-
-
-def peak_bytes(f: Callable[[], object]) -> int:
-    """Peak bytes allocated (NumPy included) while running ``f`` once."""
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    try:
-        f()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def timings(f: Callable[[], object], repeats: int) -> list[float]:

@@ -19,12 +19,14 @@ __all__ = [
     "argsort_desc",
     "canonical_prefix",
     "canonical_sum",
+    "block_totals",
     "canonical_total",
     "depround_params",
     "depround_q",
     "first_invalid",
     "name",
     "running_mass",
+    "support_block_sums",
     "support_stats",
     "support_sums",
     "theorem1_scan",
@@ -64,24 +66,29 @@ def canonical_sum(x: np.ndarray) -> float:
 LANES = 8
 
 
-def canonical_total(x: np.ndarray) -> float:
-    """A total in the vector-friendly canonical order of the compiled ``support_sums``.
+def block_totals(x: np.ndarray) -> np.ndarray:
+    """Per-block totals in the vector-friendly canonical order of the compiled sums.
 
     Inside each block, item ``p`` goes to lane ``p % 8`` (sequential per lane); the lanes
-    combine as ``((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))``; block totals add sequentially.
+    combine as ``((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))``.
     """
     x = np.asarray(x, dtype=np.float64)
     n = x.shape[0]
     if n == 0:
-        return 0.0
+        return np.zeros(0)
     nb = -(-n // BLOCK)
     width = BLOCK if nb > 1 else -(-n // LANES) * LANES  # padding with zeros changes nothing
     padded = np.zeros(nb * width)
     padded[:n] = x
     lanes = np.cumsum(padded.reshape(nb, width // LANES, LANES), axis=1)[:, -1, :]
     l = [lanes[:, j] for j in range(LANES)]
-    blocks = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
-    return float(np.cumsum(blocks)[-1])
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+
+
+def canonical_total(x: np.ndarray) -> float:
+    """The canonical total: :func:`block_totals` added sequentially in block order."""
+    blocks = block_totals(x)
+    return float(np.cumsum(blocks)[-1]) if blocks.shape[0] else 0.0
 
 
 def first_invalid(x: np.ndarray) -> int:
@@ -134,21 +141,31 @@ def theorem1_scan(
     return kstar, float(gp[-1])
 
 
-def support_sums(
+def support_block_sums(
     gains: np.ndarray, losses: np.ndarray | None, w: float, tau: float, threads: int = 1
-) -> tuple[float, float, int, float]:
-    """Over points with ``g >= tau`` and ``a > 0`` (original order, :func:`canonical_total`):
-    ``(sum r, sum g * r, count, min a)`` with ``r = 1/a``."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per block, over points with ``g >= tau`` and ``a > 0``: :func:`block_totals` of
+    ``r = 1/a`` and ``g * r``, the count and the smallest ``a``."""
     g = np.asarray(gains, dtype=np.float64)
     a = g + _losses(g, losses, w)
     mask = (g >= tau) & (a > 0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         r = 1.0 / a
-        h = canonical_total(np.where(mask, r, 0.0))
-        gg = canonical_total(np.where(mask, g * r, 0.0))
-    count = int(np.count_nonzero(mask))
-    min_a = float(a[mask].min()) if count else float("inf")
-    return h, gg, count, min_a
+        gr = g * r  # 0 * inf = nan where a == 0: masked out below
+    starts = np.arange(0, g.shape[0], BLOCK)
+    counts = np.add.reduceat(mask.astype(np.int64), starts) if g.shape[0] else np.zeros(0, np.int64)
+    mins = np.minimum.reduceat(np.where(mask, a, np.inf), starts) if g.shape[0] else np.zeros(0)
+    return block_totals(np.where(mask, r, 0.0)), block_totals(np.where(mask, gr, 0.0)), counts, mins
+
+
+def support_sums(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, tau: float, threads: int = 1
+) -> tuple[float, float, int, float]:
+    """Over points with ``g >= tau`` and ``a > 0`` (original order, :func:`canonical_total`):
+    ``(sum r, sum g * r, count, min a)`` with ``r = 1/a``."""
+    h, gg, counts, mins = support_block_sums(gains, losses, w, tau)
+    total = lambda x: float(np.cumsum(x)[-1]) if x.shape[0] else 0.0  # noqa: E731
+    return total(h), total(gg), int(counts.sum()), float(mins.min()) if mins.shape[0] else float("inf")
 
 
 def materialize(

@@ -91,22 +91,9 @@ def _block_sums(chunk: np.ndarray, w: float, tau: float):
 
         return _core.support_block_sums(np.ascontiguousarray(chunk), None, w, tau, 1)
     except ImportError:
-        from rad._numpy_backend import LANES
+        from rad._numpy_backend import support_block_sums
 
-        out = ([], [], [], [])
-        for lo in range(0, chunk.shape[0], BLOCK):
-            g = np.asarray(chunk[lo : lo + BLOCK], dtype=np.float64)
-            a = g + w * g
-            mask = (g >= tau) & (a > 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                r = 1.0 / a
-            pad = -len(g) % LANES
-            for k, x in enumerate((np.where(mask, r, 0.0), np.where(mask, g * r, 0.0))):
-                lanes = np.cumsum(np.concatenate([x, np.zeros(pad)]).reshape(-1, LANES), axis=0)[-1]
-                out[k].append(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])))
-            out[2].append(int(mask.sum()))
-            out[3].append(float(a[mask].min()) if mask.any() else math.inf)
-        return tuple(np.asarray(x) for x in out)
+        return support_block_sums(chunk, None, w, tau)
 
 
 def _round_chunk(chunk: np.ndarray, w: float, params: tuple, key: int, offset: int, first_stream: int):
