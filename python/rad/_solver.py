@@ -318,6 +318,12 @@ def _maximise_dual(ctx: _CappedContext, b: int, m: float) -> tuple[float, _Eval]
         # The supporting lines meet at x: no F on [lo, hi] exceeds their value there.
         bound = ev_lo.value + s_lo * (min(max(x, lo), hi) - lo)
         if bound - best.value <= tol:
+            # The bound is attained at x, the kink between the two pieces; it carries the
+            # rounding of F_lo, which can exceed a tiny optimum, so evaluate x itself.
+            if lo < x < hi:
+                ev = _capped_eval(ctx, x, b, m)
+                if ev.value >= best.value:
+                    best_nu, best = x, ev
             break
         if bisect_next or not (lo < x < hi):
             x = _bisect_bits(lo, hi)

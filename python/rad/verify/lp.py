@@ -250,6 +250,12 @@ def lp_batch(
             f"rad.verify.certificate to check solutions on large pools"
         )
     a = g + lo
+    if bi == 0 or not np.any(a > 0):
+        # Every payoff is exactly 0 (no batch, or nothing to gain or lose): the value is 0
+        # for every q and u. Solving it would only return HiGHS's rounding noise.
+        q = np.full(n, bi / n) if n else np.zeros(0)
+        return LPSolution(value=0.0, probabilities=q, adversary=np.full(n, 1.0 - mf / n),
+                          status="Optimal (trivial game, b = 0 or all a = 0: value 0, no LP solved)")
     scale = _scale(a)
     gs, as_ = g / scale, a / scale
     # Box for the free scalars nu and lam, K = max(a) + 1 (scaled): see Notes.
