@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from strategies import instances
+from instances import instances
 
 import rad
 

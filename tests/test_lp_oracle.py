@@ -22,7 +22,7 @@ from naive import (  # noqa: E402
     naive_theorem1,
     naive_value_bruteforce,
 )
-from strategies import instances  # noqa: E402
+from instances import instances  # noqa: E402
 
 from rad.verify import lp as lp_module  # noqa: E402
 from rad.verify.game import adversary_response, adversary_value, sampler_value  # noqa: E402

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from naive import naive_theorem1
-from strategies import instances
+from instances import instances
 
 import rad
 from rad.verify.game import adversary_value

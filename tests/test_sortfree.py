@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import instances
+from instances import instances
 
 import rad
 from rad._backends import get_backend

@@ -19,7 +19,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from naive import naive_depround, naive_theorem1
-from strategies import instances
+from instances import instances
 
 import rad
 from rad.verify import Certificate, MarginalsCheck, certificate, depround_marginals, lp_oracle

@@ -28,7 +28,7 @@ __all__ = [
     "gains",
     "select",
     "solve",
-    "strategies",
+    "selectors",
     "verify",
 ]
 
@@ -46,7 +46,7 @@ _LAZY = {
 
 
 #: Submodules importable as attributes (``rad.gains``, ...), also loaded on first use.
-_SUBMODULES = {"gains", "strategies", "verify"}
+_SUBMODULES = {"gains", "selectors", "verify"}
 
 
 __getattr__ = lazy_getattr("rad", _LAZY, globals(), _SUBMODULES)

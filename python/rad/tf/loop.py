@@ -246,7 +246,7 @@ def run_experiment(config: ExperimentConfig, *, teacher: Any = None) -> dict[str
     import keras
     import tensorflow as tf
 
-    from rad.strategies import PoolState
+    from rad.selectors import PoolState
     from rad.tf.data import load_dataset
     from rad.tf.hardware import pick_distribution_strategy
     from rad.tf.models import embedding_model

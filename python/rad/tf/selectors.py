@@ -1,4 +1,4 @@
-"""Strategies for the driver: everything in :mod:`rad.strategies` plus UNIXKD.
+"""Strategies for the driver: everything in :mod:`rad.selectors` plus UNIXKD.
 
 UNIXKD (Xu et al., 2020, "Computation-efficient knowledge distillation via
 uncertainty-aware mixup") scores samples by the student's uncertainty on *mixed-up*
@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rad.strategies import PoolState, as_generator, available as _core_available, get_strategy
+from rad.selectors import PoolState, as_generator, available as _core_available, get_strategy
 
 __all__ = ["UnixKD", "available_strategies", "needs_embeddings", "select"]
 
@@ -24,7 +24,7 @@ _EMBEDDING_STRATEGIES = {"coreset", "k_center", "cluster_margin"}
 
 
 def available_strategies() -> list[str]:
-    """Strategy names the driver accepts (``rad.strategies.available()`` + ``"unixkd"``)."""
+    """Strategy names the driver accepts (``rad.selectors.available()`` + ``"unixkd"``)."""
     return sorted(set(_core_available()) | {"unixkd"})
 
 

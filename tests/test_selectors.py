@@ -1,4 +1,4 @@
-"""Tests of rad.strategies: the shared contract, and each selector against a naive reference."""
+"""Tests of rad.selectors: the shared contract, and each selector against a naive reference."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import pdist
 
-from rad import strategies as S
-from rad.strategies import PoolState
+from rad import selectors as S
+from rad.selectors import PoolState
 
 # max_examples comes from the Hypothesis profile of tests/conftest.py (ci: 60, thorough: 1000)
 HYP = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])

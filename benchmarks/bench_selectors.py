@@ -1,14 +1,14 @@
 """What each selector costs next to RAD, at 1e5 and 1e6 points with 64-d embeddings.
 
-Every selector is timed from the model outputs (a fresh :class:`rad.strategies.PoolState`
+Every selector is timed from the model outputs (a fresh :class:`rad.selectors.PoolState`
 per call, so the margins/gains are computed inside the timed region), selecting ``b``
 points from a pool of float32 10-class probabilities and float32 64-d embeddings.
 
-* ``python benchmarks/bench_strategies.py [--sizes 100000 1000000] [--b 1000]
+* ``python benchmarks/bench_selectors.py [--sizes 100000 1000000] [--b 1000]
   [--repeats 3] [--slow-repeats 1]`` prints a table: median wall time and the peak memory
   allocated during one call (``tracemalloc``, which sees every NumPy allocation; the inputs
   are excluded), with the time ratio against ``rad.select`` measured in the same run.
-* ``PYTHONPATH=python python -m pytest benchmarks/bench_strategies.py`` runs the selectors
+* ``PYTHONPATH=python python -m pytest benchmarks/bench_selectors.py`` runs the selectors
   under pytest-benchmark at ``RAD_BENCH_N`` points (default ``100_000``).
 
 "Slow" cases (whole-pool HAC) use ``--slow-repeats`` timed runs.
@@ -29,8 +29,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 from rad import gains as G  # noqa: E402
-from rad import strategies as S  # noqa: E402
-from rad.strategies import PoolState  # noqa: E402
+from rad import selectors as S  # noqa: E402
+from rad.selectors import PoolState  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gains import peak_bytes  # noqa: E402  (one tracemalloc helper for both)

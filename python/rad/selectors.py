@@ -40,7 +40,7 @@ broken uniformly at random with ``rng`` (a sort-based selector would favour low 
 Examples
 --------
 >>> import numpy as np
->>> from rad.strategies import PoolState, get_strategy
+>>> from rad.selectors import PoolState, get_strategy
 >>> rng = np.random.default_rng(0)
 >>> probs = rng.dirichlet(np.ones(10), size=1000)
 >>> pool = PoolState(probs=probs, labeled=np.arange(50))
@@ -353,7 +353,7 @@ class Strategy(ABC):
             this strategy needs.
         """
         if not isinstance(pool, PoolState):
-            raise TypeError(f"pool must be a rad.strategies.PoolState, not {type(pool).__name__}")
+            raise TypeError(f"pool must be a rad.selectors.PoolState, not {type(pool).__name__}")
         gen = as_generator(rng)
         b = _check_int(b, "b", 0)
         if b > pool.n_candidates:
