@@ -14,6 +14,8 @@ from scipy.spatial.distance import pdist
 
 from rad import selectors as S
 from rad.selectors import PoolState
+from rad.selectors.cluster_margin import _buckets, _round_robin
+from rad.selectors.pool import ranks_to_indices
 
 # max_examples comes from the Hypothesis profile of tests/conftest.py (ci: 60, thorough: 1000)
 HYP = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -232,7 +234,7 @@ def test_ranks_to_indices_matches_delete(n, data):
     excluded = np.unique(np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=n)), dtype=np.int64))
     candidates = np.delete(np.arange(n), excluded)
     ranks = np.arange(candidates.size)
-    np.testing.assert_array_equal(S._ranks_to_indices(ranks, excluded), candidates)
+    np.testing.assert_array_equal(ranks_to_indices(ranks, excluded), candidates)
 
 
 # ----------------------------------------------------------------------------- score selectors
@@ -433,7 +435,7 @@ def test_hac_buckets_bound_clusters_and_keep_blobs_apart(bucketing):
 def test_rptree_buckets_respect_size_and_cover_everything():
     rng = np.random.default_rng(2)
     x = rng.normal(size=(5000, 3))
-    buckets = S._buckets(x, 300, "rptree", rng)
+    buckets = _buckets(x, 300, "rptree", rng)
     allidx = np.sort(np.concatenate(buckets))
     np.testing.assert_array_equal(allidx, np.arange(5000))
     assert max(len(b) for b in buckets) <= 300 and min(len(b) for b in buckets) >= 150
@@ -455,7 +457,7 @@ def test_hac_validation():
 @given(labels=st.lists(st.integers(0, 6), min_size=1, max_size=60), seed=st.integers(0, 2**32))
 def test_round_robin_is_fair_and_smallest_first(labels, seed):
     labels = np.array(labels)
-    order = S._round_robin(labels, np.random.default_rng(seed))
+    order = _round_robin(labels, np.random.default_rng(seed))
     assert sorted(order.tolist()) == list(range(labels.size))
     sizes = {c: int((labels == c).sum()) for c in set(labels.tolist())}
     for b in range(1, labels.size + 1):

@@ -1,0 +1,215 @@
+"""Greedy k-center (the core-set selector) and its covering radius, without n x n.
+
+k-center keeps one distance per point and works with matrix-vector products; distances
+to many existing centers are computed in blocks of ``block_rows x 1024``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rad.selectors.base import Strategy, register
+from rad.selectors.pool import (
+    PoolState,
+    RNGLike,
+    as_generator,
+    as_index_set,
+    as_real_matrix,
+    check_finite_rows,
+    check_int,
+)
+
+__all__ = ["DEFAULT_BLOCK_ROWS", "Coreset", "covering_radius", "k_center_greedy"]
+
+DEFAULT_BLOCK_ROWS = 4096  # rows of one distance block
+_BLOCK_CENTERS = 1024  # centers of one distance block: a block is at most 32 MiB in float64
+
+
+class _ShiftedDistances:
+    """Squared Euclidean distances by ``|x~|^2 - 2 x~.c~ + |c~|^2``, without n x n.
+
+    Coordinates are shifted by a data point ``x0`` (``x~ = x - x0``) so that the
+    expansion does not cancel catastrophically when the data sit far from the origin;
+    ``|x~|^2`` is accumulated exactly in float64 block by block, and the products run
+    as BLAS matrix-vector / matrix-matrix products in the embeddings' dtype.
+    """
+
+    def __init__(self, x: np.ndarray, block_rows: int) -> None:
+        self.x = x
+        self.block_rows = block_rows
+        self.origin = np.asarray(x[0], dtype=np.float64)
+        n = x.shape[0]
+        self.sq_norms = np.empty(n, dtype=np.float64)
+        for start in range(0, n, block_rows):
+            part = np.asarray(x[start : start + block_rows], dtype=np.float64) - self.origin
+            np.einsum("ij,ij->i", part, part, out=self.sq_norms[start : start + block_rows])
+
+    def centers(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Shifted centers in the data dtype, their products with the origin, ``|c~|^2``."""
+        shifted = (np.asarray(self.x[idx], dtype=np.float64) - self.origin).astype(self.x.dtype)
+        return shifted, shifted.astype(np.float64) @ self.origin, self.sq_norms[idx]
+
+    def to_one(self, j: int, dot: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Squared distances of every point to point ``j`` (two length-n buffers)."""
+        center, center_dot_origin, center_sq = self.centers(np.array([j]))
+        np.matmul(self.x, center[0], out=dot)
+        np.multiply(dot, -2.0, out=out)
+        out += self.sq_norms
+        out += center_sq[0] + 2.0 * center_dot_origin[0]
+        return out
+
+    def min_to_many(self, idx: np.ndarray) -> NDArray[np.float64]:
+        """Squared distance of every point to its nearest point of ``idx`` (blocked)."""
+        n = self.x.shape[0]
+        best = np.full(n, np.inf)
+        if idx.size == 0:
+            return best
+        for first in range(0, idx.size, _BLOCK_CENTERS):
+            centers, centers_dot_origin, centers_sq = self.centers(
+                idx[first : first + _BLOCK_CENTERS]
+            )
+            offset = centers_sq + 2.0 * centers_dot_origin
+            for start in range(0, n, self.block_rows):
+                stop = min(start + self.block_rows, n)
+                sq_dist = (self.x[start:stop] @ centers.T).astype(np.float64)
+                sq_dist *= -2.0
+                sq_dist += offset
+                sq_dist += self.sq_norms[start:stop, None]
+                np.minimum(best[start:stop], sq_dist.min(axis=1), out=best[start:stop])
+        np.maximum(best, 0.0, out=best)
+        return best
+
+
+def k_center_greedy(
+    embeddings: ArrayLike,
+    b: int,
+    *,
+    centers: ArrayLike | None = None,
+    rng: RNGLike = None,
+    block_rows: int = DEFAULT_BLOCK_ROWS,
+) -> NDArray[np.int64]:
+    """Greedy k-center (Gonzalez; Sener & Savarese's core-set): ``b`` new centers.
+
+    Starting from ``centers`` (the labeled points; a uniformly random first point when
+    there are none), repeatedly adds the point farthest from its nearest center. The
+    covering radius is at most twice the optimum for ``b`` extra centers.
+
+    Parameters
+    ----------
+    embeddings : array_like, shape (n, d)
+        Points (float32/float64 are used without a copy; other dtypes are converted).
+    b : int
+        Number of centers to add, ``0 <= b <= n - len(centers)``.
+    centers : array_like, optional
+        Indices (or boolean mask) of existing centers; never selected.
+    rng : int, Generator, SeedSequence or None
+        Only used to pick the first center when ``centers`` is empty.
+    block_rows : int, default 4096
+        Rows per distance block when measuring distances to many existing centers.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``int64`` indices of the new centers **in the order they were chosen**.
+
+    Notes
+    -----
+    Time ``O(n d (L + b))`` for ``L`` existing centers; memory ``O(n)`` (one float64
+    distance per point and two length-``n`` buffers) plus ``O(L d)`` for the centers
+    and one ``block_rows x 1024`` block. Each step is one matrix-vector product over
+    the embeddings. Distances are expanded around a data point (shifted coordinates);
+    with float32 embeddings the products are float32, so near-ties between far-apart
+    candidates may be broken differently from an exact computation. Ties are broken
+    towards the lowest index.
+    """
+    x = as_real_matrix(embeddings, "embeddings")
+    n = x.shape[0]
+    block_rows = check_int(block_rows, "block_rows", 1)
+    start_centers = (
+        np.zeros(0, dtype=np.int64) if centers is None else as_index_set(centers, n, "centers")
+    )
+    b = check_int(b, "b", 0, n - start_centers.size)
+    gen = as_generator(rng)
+    picks = np.empty(b, dtype=np.int64)
+    if b == 0:
+        return picks
+    distances = _ShiftedDistances(x, block_rows)
+    if not np.isfinite(distances.sq_norms).all():  # NaN/inf rows (or overflowing norms)
+        check_finite_rows(x, "embeddings")
+        raise ValueError("embeddings are too large: squared distances overflow float64")
+    min_sq_dist = distances.min_to_many(start_centers)
+    min_sq_dist[start_centers] = -np.inf
+    dot = np.empty(n, dtype=x.dtype)
+    to_new = np.empty(n, dtype=np.float64)
+    for t in range(b):
+        if t == 0 and start_centers.size == 0:
+            j = int(gen.integers(n))
+        else:
+            j = int(np.argmax(min_sq_dist))
+        picks[t] = j
+        min_sq_dist[j] = -np.inf
+        if t + 1 < b:
+            np.minimum(min_sq_dist, distances.to_one(j, dot, to_new), out=min_sq_dist)
+    return picks
+
+
+def covering_radius(
+    embeddings: ArrayLike, centers: ArrayLike, *, block_rows: int = DEFAULT_BLOCK_ROWS
+) -> float:
+    """``max_i min_c ||x_i - x_c||``: the k-center objective of the centers ``centers``.
+
+    Blocked (no ``n x n`` matrix): ``O(n d |centers|)`` time, ``O(n)`` memory.
+
+    Parameters
+    ----------
+    embeddings : array_like, shape (n, d)
+    centers : array_like
+        Indices (or boolean mask) of the centers.
+    block_rows : int, default 4096
+        Rows per distance block.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``centers`` is empty or out of range.
+    """
+    x = as_real_matrix(embeddings, "embeddings")
+    idx = as_index_set(centers, x.shape[0], "centers")
+    if idx.size == 0:
+        raise ValueError("covering_radius needs at least one center")
+    best = _ShiftedDistances(x, check_int(block_rows, "block_rows", 1)).min_to_many(idx)
+    best[idx] = 0.0
+    return float(np.sqrt(best.max()))
+
+
+@register("coreset", "k_center")
+@dataclass(frozen=True)
+class Coreset(Strategy):
+    """Core-set selection by greedy k-center on embeddings (Sener & Savarese, 2018).
+
+    Needs ``embeddings``. Labeled points are the initial centers (so the batch covers
+    what is not yet covered); without them the first center is random (``rng``).
+    Cost: ``O(n d (L + b))`` time, ``O(n)`` extra memory; see :func:`k_center_greedy`.
+
+    Parameters
+    ----------
+    block_rows : int, default 4096
+        Rows per distance block.
+    """
+
+    name: ClassVar[str] = "coreset"
+    block_rows: int = DEFAULT_BLOCK_ROWS
+
+    def _select(self, pool: PoolState, b: int, rng: np.random.Generator) -> NDArray[np.int64]:
+        embeddings = pool.require("embeddings", "Coreset")
+        return k_center_greedy(
+            embeddings, b, centers=pool.excluded, rng=rng, block_rows=self.block_rows
+        )
