@@ -91,7 +91,7 @@ def naive_radius(x: np.ndarray, centers) -> float:
 
 
 @st.composite
-def pools(draw, max_n: int = 60, with_m: bool = True):
+def pools(draw, max_n: int = 60, with_m: bool = True, with_candidates: bool = False):
     n = draw(st.integers(1, max_n))
     k = draw(st.integers(2, 5))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
@@ -111,7 +111,13 @@ def pools(draw, max_n: int = 60, with_m: bool = True):
         mask[labeled] = True
         labeled = mask
     m = float(draw(st.floats(0, n))) if with_m else None
-    pool = PoolState(probs=probs, embeddings=emb, labeled=labeled, m=m)
+    candidates = None
+    if with_candidates and draw(st.booleans()):
+        candidates = rng.choice(n, size=draw(st.integers(1, n)), replace=False)
+        if not np.setdiff1d(candidates, np.asarray(labeled).nonzero()[0]
+                            if np.asarray(labeled).dtype == bool else labeled).size:
+            candidates = None  # keep at least one selectable point
+    pool = PoolState(probs=probs, embeddings=emb, labeled=labeled, m=m, candidates=candidates)
     b = draw(st.integers(0, pool.n_candidates))
     return pool, b
 
@@ -554,3 +560,154 @@ class TestRAD:
             S.RAD().select(pool, 2)
         with pytest.raises(TypeError, match="real number"):
             S.RAD().select(PoolState(gains=np.ones(10), m="3"), 2)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- scores, order, candidates
+
+
+@pytest.mark.filterwarnings("ignore:the game's value is negative")
+@HYP
+@given(data=pools(with_candidates=True), name=st.sampled_from(names_for_test()),
+       seed=st.integers(0, 2**63))
+def test_return_scores_keeps_the_selection_and_reports_order_and_utilities(data, name, seed):
+    pool, b = data
+    strategy = S.get_strategy(name)
+    plain = strategy.select(pool, b, rng=seed)
+    result = strategy.select(pool, b, rng=seed, return_scores=True)
+    assert isinstance(result, S.Selection)
+    np.testing.assert_array_equal(result.indices, plain)  # same points either way
+    assert sorted(result.order.tolist()) == plain.tolist()
+    assert result.scores.shape == (b,) and result.utilities.shape == (pool.n,)
+    selectable = np.ones(pool.n, dtype=bool)
+    selectable[pool.excluded] = False
+    assert np.isnan(result.utilities[~selectable]).all()
+    assert not np.isnan(result.utilities[selectable]).any()
+    if name in ("coreset", "k_center"):
+        return  # scores are distances at pick time: see the k-center tests
+    np.testing.assert_array_equal(result.scores, result.utilities[result.order])
+    if name not in ("cluster_margin", "uniform"):  # ranked selectors: best first
+        assert np.all(np.diff(result.scores) <= 0)
+
+
+def test_utilities_match_naive_scores():
+    rng = np.random.default_rng(12)
+    probs = rng.dirichlet(np.ones(5), size=400)
+    labeled = rng.choice(400, 50, replace=False)
+    pool = PoolState(probs=probs, labeled=labeled)
+    free = np.setdiff1d(np.arange(400), labeled)
+    margin = S.Margin().select(pool, 30, rng=0, return_scores=True)
+    np.testing.assert_allclose(margin.utilities[free], 1 - naive_margins(probs)[free], atol=1e-15)
+    # the b largest margin gains, best first, are the b smallest margins of the sort
+    ref = free[np.argsort(naive_margins(probs)[free], kind="stable")[:30]]
+    assert margin.order.tolist() == ref.tolist()
+    entropy = S.Entropy().select(pool, 30, rng=0, return_scores=True)
+    np.testing.assert_allclose(entropy.utilities[free], naive_entropy(probs)[free], atol=1e-12)
+    least = S.LeastConfidence().select(pool, 30, rng=0, return_scores=True)
+    np.testing.assert_allclose(least.utilities[free], 1 - probs.max(axis=1)[free], atol=1e-15)
+    uniform = S.Uniform().select(pool, 30, rng=0, return_scores=True)
+    np.testing.assert_allclose(uniform.utilities[free], 30 / 350)
+    assert math.isclose(np.nansum(uniform.utilities), 30)
+
+
+@HYP
+@given(data=pools(max_n=25, with_m=False, with_candidates=True), seed=st.integers(0, 2**32))
+def test_k_center_pick_order_and_distances_match_naive_greedy(data, seed):
+    pool, b = data
+    x = pool.embeddings
+    result = S.Coreset(block_rows=7).select(pool, b, rng=seed, return_scores=True)
+    labeled = pool.labeled_indices.tolist()
+    selectable = set(pool.selectable_indices().tolist())
+    picks = result.order.tolist()
+    assert set(picks) <= selectable
+    # replay the greedy choice naively: each pick is a farthest selectable point from the
+    # centers so far (lowest index among ties), at the reported distance
+    chosen = list(labeled)
+    for t, j in enumerate(picks):
+        if not chosen:
+            assert result.scores[t] == np.inf
+        else:
+            dist = {i: math.sqrt(min(naive_sqdist(x, i, c) for c in chosen))
+                    for i in selectable - set(chosen)}
+            best = max(dist.values())
+            assert dist[j] == pytest.approx(best, abs=1e-12)
+            assert j == min(i for i, d in dist.items() if d == best)
+            assert result.scores[t] == pytest.approx(best, abs=1e-12)
+        chosen.append(j)
+    if labeled and b:
+        for i in selectable:
+            want = math.sqrt(min(naive_sqdist(x, i, c) for c in labeled))
+            assert result.utilities[i] == pytest.approx(want, abs=1e-12)
+
+
+def test_candidates_restrict_like_exclusions():
+    rng = np.random.default_rng(13)
+    n = 600
+    probs = rng.dirichlet(np.ones(4), size=n)
+    emb = rng.normal(size=(n, 3))
+    labeled = rng.choice(n, 40, replace=False)
+    candidates = rng.choice(n, 200, replace=False)
+    with_cands = PoolState(probs=probs, embeddings=emb, labeled=labeled, candidates=candidates,
+                           m=90.0)
+    complement = np.setdiff1d(np.arange(n), np.setdiff1d(candidates, labeled))
+    as_labeled = PoolState(probs=probs, embeddings=emb, labeled=complement, m=90.0)
+    assert with_cands.n_candidates == as_labeled.n_candidates
+    np.testing.assert_array_equal(with_cands.excluded, as_labeled.excluded)
+    for name in ("margin", "entropy", "least_confidence", "uniform", "cluster_margin"):
+        got = S.get_strategy(name).select(with_cands, 25, rng=4)
+        np.testing.assert_array_equal(got, S.get_strategy(name).select(as_labeled, 25, rng=4))
+        assert set(got.tolist()) <= set(candidates.tolist()) - set(labeled.tolist())
+    # k-center: candidates are picked, but only labeled points are initial centers
+    picks = S.k_center_greedy(emb, 10, centers=labeled, candidates=candidates)
+    ref = naive_k_center_among(emb, 10, labeled.tolist(),
+                               sorted(set(candidates.tolist()) - set(labeled.tolist())))
+    assert picks.tolist() == ref
+    np.testing.assert_array_equal(S.Coreset().select(with_cands, 10, rng=0), np.sort(ref))
+    with pytest.raises(ValueError, match=r"b=200 exceeds the \d+ selectable points .*outside"):
+        S.Margin().select(with_cands, 200)
+
+
+def naive_k_center_among(x: np.ndarray, b: int, centers: list[int], allowed: list[int]) -> list[int]:
+    chosen, picks = list(centers), []
+    for _ in range(b):
+        dist = {i: min(naive_sqdist(x, i, c) for c in chosen) for i in allowed if i not in chosen}
+        best = max(dist.values())
+        j = min(i for i, d in dist.items() if d == best)
+        picks.append(j)
+        chosen.append(j)
+    return picks
+
+
+def test_candidate_and_return_scores_validation():
+    with pytest.raises(ValueError, match="candidates contains index 7"):
+        PoolState(size=5, candidates=[7])
+    with pytest.raises(TypeError, match="return_scores must be a bool"):
+        S.Margin().select(PoolState(probs=np.full((4, 2), 0.5)), 1, return_scores=1)
+    empty = S.Margin().select(PoolState(probs=np.full((4, 2), 0.5), labeled=[1]), 0,
+                              return_scores=True)
+    assert empty.indices.shape == (0,) and np.isnan(empty.utilities[1])
+    assert np.allclose(empty.utilities[[0, 2, 3]], 0.5 + 0.5)
+
+
+@pytest.mark.skipif(not rad_available(), reason="rad.select not importable yet")
+def test_rad_utilities_are_the_minimax_probabilities():
+    import rad
+    from rad import gains as G
+
+    rng = np.random.default_rng(14)
+    n, b = 3000, 40
+    probs = rng.dirichlet(np.ones(10), size=n)
+    labeled = rng.choice(n, 300, replace=False)
+    candidates = rng.choice(n, 2000, replace=False)
+    pool = PoolState(probs=probs, m=600.0, labeled=labeled, candidates=candidates)
+    result = S.RAD().select(pool, b, rng=5, return_scores=True)
+    keep = pool.selectable_indices()
+    gains = G.margin_gain(probs)[keep]
+    m_c = 600.0 * keep.size / n
+    q = rad.solve(gains, m_c, b).probabilities()
+    np.testing.assert_array_equal(result.utilities[keep], q)
+    assert result.info["m"] == pytest.approx(m_c)
+    assert math.isclose(float(np.nansum(result.utilities)), b, rel_tol=1e-9)
+    want = keep[rad.select(gains, m_c, b, rng=np.random.default_rng(5))]
+    np.testing.assert_array_equal(result.indices, want)
+    np.testing.assert_array_equal(result.scores, result.utilities[result.order])
+    assert np.all(np.diff(result.scores) <= 0)

@@ -3,15 +3,21 @@
 Every selector is a small frozen dataclass (its hyper-parameters) with one method,
 
     strategy.select(pool, b, rng=None) -> numpy.ndarray  # sorted int64, b distinct indices
+    strategy.select(pool, b, rng=None, return_scores=True) -> Selection  # + order, scores
 
 where ``pool`` is a :class:`PoolState` holding whatever the selectors need (student
 probabilities or logits, embeddings, gains, the estimated number of teacher mistakes
-``m``, already-labeled indices, precomputed clusters) and ``rng`` follows SPEC 7
+``m``, already-labeled indices, an optional candidate subset, precomputed clusters)
+and ``rng`` follows SPEC 7
 (``int | numpy.random.Generator | numpy.random.SeedSequence | None``, normalised with
 :func:`numpy.random.default_rng`). Every selector
 
 * returns exactly ``b`` distinct indices into the pool, sorted, as ``int64``;
-* never returns an index listed in ``pool.labeled``;
+* never returns an index listed in ``pool.labeled`` or outside ``pool.candidates``;
+* with ``return_scores=True``, returns a :class:`Selection` holding the same indices,
+  their pick order (k-center's greedy order, Cluster-Margin's round robin, best score
+  first otherwise), their scores and every point's utility (RAD: the inclusion
+  probabilities ``q``);
 * gives identical output for the same ``rng`` seed;
 * raises ``ValueError``/``TypeError`` naming the problem when ``b`` cannot be met
   (``b`` larger than the unlabeled pool) or an input is missing or malformed.
@@ -58,7 +64,7 @@ Examples
 from __future__ import annotations
 
 # Importing a selector module registers its classes in STRATEGIES.
-from rad.selectors.base import STRATEGIES, Strategy, available, get_strategy
+from rad.selectors.base import STRATEGIES, Selection, Strategy, available, get_strategy
 from rad.selectors.cluster_margin import ClusterMargin, hac_clusters
 from rad.selectors.kcenter import Coreset, covering_radius, k_center_greedy
 from rad.selectors.pool import PoolState, RNGLike, as_generator
@@ -75,6 +81,7 @@ __all__ = [
     "Margin",
     "PoolState",
     "RNGLike",
+    "Selection",
     "Strategy",
     "Uniform",
     "as_generator",

@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rad.selectors.base import Strategy, register
+from rad.selectors.base import Explained, Strategy, register
 from rad.selectors.pool import (
     PoolState,
     RNGLike,
@@ -220,7 +220,9 @@ class ClusterMargin(Strategy):
     3. Visit the clusters from smallest to largest, taking one random member from each,
        round after round, until ``b`` points are taken.
 
-    Needs ``probs``/``logits`` and either ``clusters`` or ``embeddings``.
+    Needs ``probs``/``logits`` and either ``clusters`` or ``embeddings``. With
+    ``return_scores=True`` the order is the round-robin order and the scores and
+    utilities are margin gains ``1 - (top1 - top2)``.
 
     Parameters
     ----------
@@ -284,3 +286,14 @@ class ClusterMargin(Strategy):
                 rng=rng,
             )
         return cand[_round_robin(labels, rng)[:b]]
+
+    def _utilities(self, pool: PoolState) -> NDArray[np.float64]:
+        """``1 - (top1 - top2)`` in float64 (the margin gain)."""
+        return 1.0 - pool.score("raw_margin").astype(np.float64)
+
+    def _explain(self, pool: PoolState, b: int, rng: np.random.Generator) -> Explained:
+        """Round-robin order; each pick's score is its margin gain."""
+        order = np.asarray(self._select(pool, b, rng), dtype=np.int64)
+        utilities = self._utilities(pool)
+        utilities[pool.excluded] = np.nan
+        return Explained(order=order, scores=utilities[order], utilities=utilities)

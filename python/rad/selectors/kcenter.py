@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rad.selectors.base import Strategy, register
+from rad.selectors.base import Explained, Strategy, register
 from rad.selectors.pool import (
     PoolState,
     RNGLike,
@@ -89,6 +89,7 @@ def k_center_greedy(
     b: int,
     *,
     centers: ArrayLike | None = None,
+    candidates: ArrayLike | None = None,
     rng: RNGLike = None,
     block_rows: int = DEFAULT_BLOCK_ROWS,
 ) -> NDArray[np.int64]:
@@ -103,9 +104,12 @@ def k_center_greedy(
     embeddings : array_like, shape (n, d)
         Points (float32/float64 are used without a copy; other dtypes are converted).
     b : int
-        Number of centers to add, ``0 <= b <= n - len(centers)``.
+        Number of centers to add, ``0 <= b <=`` the number of selectable points.
     centers : array_like, optional
         Indices (or boolean mask) of existing centers; never selected.
+    candidates : array_like, optional
+        Indices (or boolean mask) of the points that may become centers; default all.
+        Distances are still measured for every point.
     rng : int, Generator, SeedSequence or None
         Only used to pick the first center when ``centers`` is empty.
     block_rows : int, default 4096
@@ -126,35 +130,68 @@ def k_center_greedy(
     candidates may be broken differently from an exact computation. Ties are broken
     towards the lowest index.
     """
+    return _k_center(embeddings, b, centers, candidates, rng, block_rows, explain=False)[0]
+
+
+def _k_center(
+    embeddings: ArrayLike,
+    b: int,
+    centers: ArrayLike | None,
+    candidates: ArrayLike | None,
+    rng: RNGLike,
+    block_rows: int,
+    *,
+    explain: bool,
+) -> tuple[NDArray[np.int64], NDArray[np.float64] | None, NDArray[np.float64] | None]:
+    """:func:`k_center_greedy`, and with ``explain`` the squared distance of each pick to
+    its nearest center when picked, and every point's squared distance to ``centers``
+    (``-inf`` where not selectable)."""
     x = as_real_matrix(embeddings, "embeddings")
     n = x.shape[0]
     block_rows = check_int(block_rows, "block_rows", 1)
     start_centers = (
         np.zeros(0, dtype=np.int64) if centers is None else as_index_set(centers, n, "centers")
     )
-    b = check_int(b, "b", 0, n - start_centers.size)
+    unselectable: NDArray[np.int64] | None = None
+    if candidates is not None:
+        allowed = np.zeros(n, dtype=bool)
+        allowed[as_index_set(candidates, n, "candidates")] = True
+        allowed[start_centers] = False
+        selectable = np.flatnonzero(allowed)
+        unselectable = np.flatnonzero(~allowed)
+        b = check_int(b, "b", 0, selectable.size)
+    else:
+        b = check_int(b, "b", 0, n - start_centers.size)
     gen = as_generator(rng)
     picks = np.empty(b, dtype=np.int64)
+    pick_sq = np.empty(b, dtype=np.float64) if explain else None
     if b == 0:
-        return picks
+        return picks, pick_sq, None
     distances = _ShiftedDistances(x, block_rows)
     if not np.isfinite(distances.sq_norms).all():  # NaN/inf rows (or overflowing norms)
         check_finite_rows(x, "embeddings")
         raise ValueError("embeddings are too large: squared distances overflow float64")
     min_sq_dist = distances.min_to_many(start_centers)
     min_sq_dist[start_centers] = -np.inf
+    if unselectable is not None:
+        min_sq_dist[unselectable] = -np.inf
+    initial_sq = min_sq_dist.copy() if explain else None
     dot = np.empty(n, dtype=x.dtype)
     to_new = np.empty(n, dtype=np.float64)
     for t in range(b):
         if t == 0 and start_centers.size == 0:
-            j = int(gen.integers(n))
+            j = int(gen.integers(n)) if unselectable is None else int(
+                selectable[gen.integers(selectable.size)]
+            )
         else:
             j = int(np.argmax(min_sq_dist))
         picks[t] = j
+        if pick_sq is not None:
+            pick_sq[t] = min_sq_dist[j]
         min_sq_dist[j] = -np.inf
         if t + 1 < b:
             np.minimum(min_sq_dist, distances.to_one(j, dot, to_new), out=min_sq_dist)
-    return picks
+    return picks, pick_sq, initial_sq
 
 
 def covering_radius(
@@ -196,7 +233,10 @@ class Coreset(Strategy):
     """Core-set selection by greedy k-center on embeddings (Sener & Savarese, 2018).
 
     Needs ``embeddings``. Labeled points are the initial centers (so the batch covers
-    what is not yet covered); without them the first center is random (``rng``).
+    what is not yet covered); without them the first center is random (``rng``). With
+    ``pool.candidates``, only candidates are picked (all points are still covered).
+    With ``return_scores=True`` the order is the greedy pick order and each score is the
+    pick's distance to its nearest center when picked (``inf`` for a random first one).
     Cost: ``O(n d (L + b))`` time, ``O(n)`` extra memory; see :func:`k_center_greedy`.
 
     Parameters
@@ -209,7 +249,28 @@ class Coreset(Strategy):
     block_rows: int = DEFAULT_BLOCK_ROWS
 
     def _select(self, pool: PoolState, b: int, rng: np.random.Generator) -> NDArray[np.int64]:
+        return self._greedy(pool, b, rng, explain=False)[0]
+
+    def _explain(self, pool: PoolState, b: int, rng: np.random.Generator) -> Explained:
+        """Pick order; each pick's distance to its nearest center when it was picked."""
+        picks, pick_sq, initial_sq = self._greedy(pool, b, rng, explain=True)
+        assert pick_sq is not None and initial_sq is not None
+        utilities = np.sqrt(np.maximum(initial_sq, 0.0))
+        utilities[pool.excluded] = np.nan
+        return Explained(order=picks, scores=np.sqrt(pick_sq), utilities=utilities)
+
+    def _utilities(self, pool: PoolState) -> NDArray[np.float64]:
+        """Distance to the nearest labeled point (``inf`` when nothing is labeled)."""
+        x = as_real_matrix(pool.require("embeddings", "Coreset"), "embeddings")
+        distances = _ShiftedDistances(x, check_int(self.block_rows, "block_rows", 1))
+        return np.sqrt(distances.min_to_many(pool.labeled_indices))
+
+    def _greedy(
+        self, pool: PoolState, b: int, rng: np.random.Generator, *, explain: bool
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64] | None, NDArray[np.float64] | None]:
         embeddings = pool.require("embeddings", "Coreset")
-        return k_center_greedy(
-            embeddings, b, centers=pool.excluded, rng=rng, block_rows=self.block_rows
-        )
+        if pool.candidates is None:  # labeled points are both the centers and excluded
+            return _k_center(embeddings, b, pool.excluded, None, rng, self.block_rows,
+                             explain=explain)
+        return _k_center(embeddings, b, pool.labeled_indices, pool.selectable_indices(),
+                         rng, self.block_rows, explain=explain)

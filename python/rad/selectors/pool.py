@@ -201,6 +201,12 @@ class PoolState:
     labeled : array_like, optional
         Indices (or a boolean mask of length ``n``) of points already labeled: never
         selected; :class:`~rad.selectors.Coreset` uses them as its initial centers.
+    candidates : array_like, optional
+        Indices (or a boolean mask of length ``n``) of the points a selector may
+        choose (scikit-activeml's ``candidates=``); default: every point. Labeled
+        points are excluded even when listed. Points outside ``candidates`` still
+        count as pool points (for :class:`~rad.selectors.Coreset`'s distances and
+        :class:`~rad.selectors.RAD`'s scaling of ``m``).
     clusters : array_like of int, shape (n,), optional
         Cluster label of every pool point for :class:`~rad.selectors.ClusterMargin`
         (e.g. from :func:`~rad.selectors.hac_clusters`, computed once as Citovsky et
@@ -217,7 +223,9 @@ class PoolState:
     labeled: ArrayLike | None = None
     clusters: ArrayLike | None = None
     size: int | None = None
+    candidates: ArrayLike | None = None
     _n: int = field(init=False, repr=False)
+    _labeled: NDArray[np.int64] = field(init=False, repr=False)
     _excluded: NDArray[np.int64] = field(init=False, repr=False)
     _cache: dict[str, np.ndarray] = field(init=False, repr=False, default_factory=dict)
 
@@ -247,11 +255,17 @@ class PoolState:
         self._n = next(iter(sizes.values()))
         if self.clusters is not None and np.asarray(self.clusters).dtype.kind not in "iu":
             raise TypeError(f"clusters must be integer labels, got dtype {self.clusters.dtype}")
-        self._excluded = (
+        self._labeled = (
             np.zeros(0, dtype=np.int64)
             if self.labeled is None
             else as_index_set(self.labeled, self._n, "labeled")
         )
+        self._excluded = self._labeled
+        if self.candidates is not None:
+            allowed = np.zeros(self._n, dtype=bool)
+            allowed[as_index_set(self.candidates, self._n, "candidates")] = True
+            allowed[self._labeled] = False
+            self._excluded = np.flatnonzero(~allowed).astype(np.int64)
 
     @property
     def n(self) -> int:
@@ -259,14 +273,33 @@ class PoolState:
         return self._n
 
     @property
+    def labeled_indices(self) -> NDArray[np.int64]:
+        """Sorted unique indices of the labeled points."""
+        return self._labeled
+
+    @property
     def excluded(self) -> NDArray[np.int64]:
-        """Sorted unique indices that must not be selected."""
+        """Sorted unique indices that must not be selected (labeled or not candidates)."""
         return self._excluded
 
     @property
     def n_candidates(self) -> int:
-        """Number of selectable (not yet labeled) points."""
+        """Number of selectable points (candidates not yet labeled)."""
         return self._n - self._excluded.size
+
+    def selectable_indices(self) -> NDArray[np.int64]:
+        """Sorted indices that may be selected (the complement of :attr:`excluded`)."""
+        allowed = np.ones(self._n, dtype=bool)
+        allowed[self._excluded] = False
+        return np.flatnonzero(allowed).astype(np.int64)
+
+    def describe_exclusions(self) -> str:
+        """``"pool of n with L labeled"`` (and how many are outside ``candidates``)."""
+        text = f"pool of {self._n} with {self._labeled.size} labeled"
+        outside = self._excluded.size - self._labeled.size
+        if self.candidates is not None:
+            text += f", {outside} unlabeled outside candidates"
+        return text
 
     def score(self, kind: str) -> NDArray[np.floating]:
         """Per-point score from the student's outputs, computed once and cached.

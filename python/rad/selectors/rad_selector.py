@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rad import gains as _gains
-from rad.selectors.base import Strategy, register
+from rad.selectors.base import Explained, Strategy, register
 from rad.selectors.pool import PoolState, ranks_to_indices
 
 __all__ = ["RAD"]
@@ -29,6 +29,11 @@ class RAD(Strategy):
     spread over the pool in proportion; ``m`` is the estimate for the whole pool). The
     default ``w = 1 - m/n`` is therefore unchanged, since ``1 - m_c/n_c = 1 - m/n``.
     Without exclusions ``m`` is passed as is.
+
+    With ``return_scores=True`` the utilities are the minimax inclusion probabilities
+    ``q`` of ``rad.solve`` on the same game (``sum q = b``; DepRound includes point ``i``
+    with probability ``q_i``), and ``info`` holds ``m`` (the candidates' share),
+    ``w``, the game's ``value`` and ``k_star``. This costs one extra ``rad.solve``.
 
     Parameters
     ----------
@@ -51,6 +56,14 @@ class RAD(Strategy):
     def _select(self, pool: PoolState, b: int, rng: np.random.Generator) -> NDArray[np.int64]:
         import rad  # lazy: the core solver is only needed by this strategy
 
+        gains, m = self._candidate_game(pool)
+        chosen = rad.select(
+            gains, m, b, w=self.w, rng=rng, backend=self.backend, threads=self.threads
+        )
+        return ranks_to_indices(chosen, pool.excluded)
+
+    def _candidate_game(self, pool: PoolState) -> tuple[np.ndarray, float]:
+        """The candidates' gains and their share of the mistakes, ``m n_c / n``."""
         m = pool.require("m", "RAD")
         if isinstance(m, (bool, np.bool_)) or not isinstance(m, numbers.Real):
             raise TypeError(f"PoolState.m must be a real number, got {m!r}")
@@ -62,7 +75,39 @@ class RAD(Strategy):
         if excluded.size:
             gains = np.delete(gains, excluded)
             m = min(m * gains.shape[0] / pool.n, float(gains.shape[0]))
+        return gains, m
+
+    def _utilities(self, pool: PoolState) -> NDArray[np.float64]:
+        """Zero: with ``b = 0`` no point is included."""
+        self._candidate_game(pool)  # validates m as the other paths do
+        return np.zeros(pool.n)
+
+    def _explain(self, pool: PoolState, b: int, rng: np.random.Generator) -> Explained:
+        """``rad.select`` (same draw as :meth:`_select`) plus ``rad.solve``'s ``q``."""
+        import rad
+
+        gains, m = self._candidate_game(pool)
         chosen = rad.select(
             gains, m, b, w=self.w, rng=rng, backend=self.backend, threads=self.threads
         )
-        return ranks_to_indices(chosen, excluded)
+        solution = rad.solve(
+            gains, m, b, w=self.w, backend=self.backend, threads=self.threads
+        )
+        q = np.asarray(solution.probabilities(), dtype=np.float64)
+        order = chosen[np.lexsort((chosen, -q[chosen]))]
+        utilities = np.full(pool.n, np.nan)
+        keep = np.ones(pool.n, dtype=bool)
+        keep[pool.excluded] = False
+        utilities[keep] = q
+        info = {
+            "m": m,
+            "w": float(solution.w),
+            "value": float(solution.value),
+            "k_star": float(solution.k_star),
+        }
+        return Explained(
+            order=ranks_to_indices(order, pool.excluded),
+            scores=q[order],
+            utilities=utilities,
+            info=info,
+        )

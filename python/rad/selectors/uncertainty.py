@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from rad.selectors.base import Strategy, register
+from rad.selectors.base import Explained, Strategy, register
 from rad.selectors.pool import PoolState, ranks_to_indices
 from rad.selectors.ranking import best_candidates
 
@@ -34,6 +34,10 @@ class Margin(Strategy):
     def _select(self, pool: PoolState, b: int, rng: np.random.Generator) -> NDArray[np.int64]:
         return best_candidates(pool.score("raw_margin"), b, rng, pool.excluded, largest=False)
 
+    def _utilities(self, pool: PoolState) -> NDArray[np.float64]:
+        """``1 - (top1 - top2)`` in float64 (the margin gain)."""
+        return 1.0 - pool.score("raw_margin").astype(np.float64)
+
 
 @register("entropy")
 @dataclass(frozen=True)
@@ -48,6 +52,10 @@ class Entropy(Strategy):
     def _select(self, pool: PoolState, b: int, rng: np.random.Generator) -> NDArray[np.int64]:
         return best_candidates(pool.score("entropy"), b, rng, pool.excluded, largest=True)
 
+    def _utilities(self, pool: PoolState) -> NDArray[np.float64]:
+        """The predictive entropy in nats."""
+        return pool.score("entropy").astype(np.float64)
+
 
 @register("least_confidence")
 @dataclass(frozen=True)
@@ -61,6 +69,10 @@ class LeastConfidence(Strategy):
 
     def _select(self, pool: PoolState, b: int, rng: np.random.Generator) -> NDArray[np.int64]:
         return best_candidates(pool.score("least_confidence"), b, rng, pool.excluded, largest=True)
+
+    def _utilities(self, pool: PoolState) -> NDArray[np.float64]:
+        """``1 - top1``."""
+        return pool.score("least_confidence").astype(np.float64)
 
 
 @register("uniform")
@@ -77,3 +89,14 @@ class Uniform(Strategy):
     def _select(self, pool: PoolState, b: int, rng: np.random.Generator) -> NDArray[np.int64]:
         ranks = rng.choice(pool.n_candidates, size=b, replace=False)
         return ranks_to_indices(ranks, pool.excluded)
+
+    def _utilities(self, pool: PoolState) -> NDArray[np.float64]:
+        """Zero: with ``b = 0`` no point is included."""
+        return np.zeros(pool.n)
+
+    def _explain(self, pool: PoolState, b: int, rng: np.random.Generator) -> Explained:
+        """Draw order; every candidate's utility is its inclusion probability ``b / n_c``."""
+        order = self._select(pool, b, rng)
+        utilities = np.full(pool.n, b / pool.n_candidates)
+        utilities[pool.excluded] = np.nan
+        return Explained(order=order, scores=utilities[order], utilities=utilities)
