@@ -22,11 +22,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 def available_backends() -> list[str]:
     """Backends to test: ``RAD_TEST_BACKENDS`` (comma list) or every available one."""
-    from rad._backends import ORDER, _try_load
+    import rad
+    from rad._backends import ORDER
 
     wanted = os.environ.get("RAD_TEST_BACKENDS")
     names = [b.strip() for b in wanted.split(",")] if wanted else list(ORDER)
-    return [b for b in names if _try_load(b) is not None]
+    info = rad.backends()
+    return [b for b in names if info[b]["available"]]
 
 
 BACKENDS = available_backends()

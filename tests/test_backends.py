@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import rad
-from rad._backends import get_backend
+from rad._backends import ORDER, get_backend
+from rad._backends.canonical import BLOCK
+from rad._backends.contract import Kernels, missing_kernels
 
 from conftest import BACKENDS
 
@@ -32,15 +34,36 @@ def test_compiled_module_is_built_with_openmp() -> None:
     info = rad.backends()
     assert info["cpp"]["available"] and info["auto"] == "cpp"
     assert _core.has_openmp is True
-    assert _core.BLOCK == get_backend("numpy").BLOCK
+    assert _core.BLOCK == BLOCK
 
 
 def test_forced_backend_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAD_BACKEND", "numpy")
     assert get_backend("auto").name == "numpy"
     monkeypatch.setenv("RAD_BACKEND", "nonsense")
-    with pytest.raises(ValueError, match="unknown backend"):
+    with pytest.raises(ValueError, match="RAD_BACKEND='nonsense' names no backend"):
         get_backend("auto")
+    with pytest.raises(ValueError, match="unknown backend 'nonsense'"):
+        get_backend("nonsense")
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_every_backend_implements_the_whole_contract_with_one_signature(name: str) -> None:
+    import inspect
+
+    kernels = get_backend(name)
+    assert missing_kernels(kernels) == []
+    assert isinstance(kernels.SORTFREE, bool) and isinstance(kernels.has_openmp, bool)
+    for attr in dir(Kernels):
+        if attr.startswith("_"):
+            continue
+        want = [p for p in inspect.signature(getattr(Kernels, attr)).parameters if p != "self"]
+        got = list(inspect.signature(getattr(kernels, attr)).parameters)
+        assert got == want, f"{name}.{attr}{tuple(got)} != contract {tuple(want)}"
+
+
+def test_registry_order_is_fastest_first() -> None:
+    assert ORDER == ("cpp", "numba", "numpy")
 
 
 def test_missing_backend_is_a_clear_error() -> None:

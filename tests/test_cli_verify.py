@@ -26,13 +26,13 @@ def test_random_instances_pass_and_print_a_table(capsys):
 
 
 def test_random_mode_fails_loudly_when_the_solver_is_wrong(capsys, monkeypatch):
-    import rad._solver as solver
+    import rad._solve.batch as solver
 
     real = solver.solve_game
 
-    def off_by_a_lot(gains, losses, w, m, b, *args, **kwargs):
+    def off_by_a_lot(game):
         # Solve for half the mistakes: a valid-looking but sub-optimal answer.
-        return dataclasses.replace(real(gains, losses, w, 0.5 * m, b, *args, **kwargs), m=m)
+        return dataclasses.replace(real(dataclasses.replace(game, m=0.5 * game.m)), m=game.m)
 
     monkeypatch.setattr(solver, "solve_game", off_by_a_lot)
     rc = main(["verify", "--instances", "10", "--max-n", "12", "--seed", "1", "--kinds", "uniform"])

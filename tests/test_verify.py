@@ -302,7 +302,7 @@ def test_search_is_independent_of_the_solver(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("the solver ran")
 
-    monkeypatch.setattr("rad._solver.solve_game", boom)
+    monkeypatch.setattr("rad._solve.batch.solve_game", boom)
     c = certificate(g, 90.0, 4, solution=q, method="search")
     assert c.adversary_method == "search"
     assert math.isclose(c.upper, expected, rel_tol=1e-9)

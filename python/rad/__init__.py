@@ -35,13 +35,13 @@ __all__ = [
 # Attributes resolved on first use, so that ``import rad.verify`` (or a helper module)
 # does not pay for loading the backends.
 _LAZY = {
-    "select": "rad._api",
-    "solve": "rad._api",
-    "depround": "rad._api",
+    "select": "rad._solve.api",
+    "solve": "rad._solve.api",
+    "depround": "rad._solve.api",
     "estimate_m": "rad.estimate",
     "backends": "rad._backends",
-    "Solution": "rad._solution",
-    "NetHarmWarning": "rad._solution",
+    "Solution": "rad._solve.solution",
+    "NetHarmWarning": "rad._solve.solution",
 }
 
 

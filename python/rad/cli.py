@@ -16,7 +16,8 @@ __all__ = ["main"]
 
 def _demo(args: argparse.Namespace) -> int:
     import rad
-    from rad._backends import default_threads, get_backend
+    from rad._backends import get_backend
+    from rad._backends.threads import resolve_threads
 
     n = int(args.n)
     if n < 1:
@@ -37,7 +38,7 @@ def _demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     idx = rad.select(gains, m, b, rng=args.seed, backend=args.backend, threads=args.threads)
     t_select = time.perf_counter() - t0
-    print(f"  backend={backend} threads={args.threads or default_threads()}")
+    print(f"  backend={backend} threads={resolve_threads(args.threads, n)}")
     print(f"  k* (support size)   = {sol.k_star:,}")
     print(f"  boundary gain       = {sol.threshold:.6f}")
     print(f"  game value OPT_b    = {sol.value:.6f}  (expected gain of the batch, worst case)")
@@ -56,13 +57,10 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    import os
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        from rad.tf.cli import run_from_args
-    except ImportError as exc:  # the tf extra is missing
-        raise SystemExit(f"rad experiment needs the tf extra (pip install rad[tf]): {exc}")
+        from rad.distill.cli import run_from_args
+    except ImportError as exc:  # Keras (the tf extra, or keras + a backend) is missing
+        raise SystemExit(f"rad experiment needs Keras 3 and a backend (pip install rad[tf]): {exc}")
     return run_from_args(args)
 
 
@@ -99,7 +97,7 @@ def _verify_instance(rng: np.random.Generator, kind: str, max_n: int):
 def _verify_random(args: argparse.Namespace) -> int:
     import warnings
 
-    from rad._solution import NetHarmWarning
+    from rad._solve.solution import NetHarmWarning
     from rad.verify.certificate import certificate
 
     try:
@@ -239,12 +237,19 @@ def build_parser() -> argparse.ArgumentParser:
     ver.set_defaults(func=_verify)
     exp = sub.add_parser(
         "experiment",
-        help="run the active-distillation loop (Algorithm 1) with TensorFlow (needs rad[tf])")
+        help="run the active-distillation loop (Algorithm 1) on Keras 3 (TensorFlow, JAX or "
+        "PyTorch backend)")
     exp.add_argument("--config", help="JSON or TOML file with ExperimentConfig fields; "
                      "flags given on the command line override it")
-    exp.add_argument("--dataset", help="mnist_sample, digits, mnist1d, cifar10, cifar100, "
+    exp.add_argument("--keras-backend", dest="keras_backend",
+                     choices=["tensorflow", "jax", "torch"],
+                     help="Keras backend (default: $KERAS_BACKEND, else tensorflow)")
+    exp.add_argument("--dataset", help="mnist1d, mnist_sample, digits, cifar10, cifar100, "
                      "svhn or imagenet")
-    exp.add_argument("--data-dir", dest="data_dir", help="tensorflow_datasets data directory")
+    exp.add_argument("--data-dir", dest="data_dir",
+                     help="tensorflow_datasets data directory (or the MNIST-1D cache)")
+    exp.add_argument("--n-samples", dest="n_samples", type=int,
+                     help="MNIST-1D: examples to generate (train + test)")
     exp.add_argument("--strategies", help="comma-separated names (default: all)")
     exp.add_argument("--seeds", help="comma-separated seeds, or N for 0..N-1")
     exp.add_argument("--rounds", type=int)
@@ -259,15 +264,24 @@ def build_parser() -> argparse.ArgumentParser:
                          help="ResNet-v2 depth (11, 20, 29, 56, 110)")
         exp.add_argument(f"--{role}-alpha", dest=f"{role}_alpha", type=float,
                          help="MobileNet width multiplier")
-        exp.add_argument(f"--{role}-epochs", dest=f"{role}_epochs", type=int)
+        exp.add_argument(f"--{role}-steps", dest=f"{role}_steps", type=int,
+                         help="optimizer steps per training run")
     exp.add_argument("--teacher-path", dest="teacher_path", help="pre-trained Keras teacher")
-    exp.add_argument("--temperature", type=float)
+    exp.add_argument("--temperature", type=float, help="distillation temperature (paper: 1)")
+    exp.add_argument("--labeled-weight", dest="labeled_weight", type=float,
+                     help="weight of the labeled points' one-hot term (paper: 1)")
     exp.add_argument("--learning-rate", dest="learning_rate", type=float)
+    exp.add_argument("--lr-schedule", dest="lr_schedule", choices=["paper", "constant"])
     exp.add_argument("--batch-size", dest="batch_size", type=int)
     exp.add_argument("--conservative-m", dest="conservative_m", action="store_const",
-                     const=True, help="use estimate_m's conservative bound")
-    exp.add_argument("--tpu", help="TPU name (else $TPU_NAME; else GPUs or the CPU)")
-    exp.add_argument("--output-dir", dest="output_dir", help="write results.json/.csv here")
+                     const=True, help="use Lemma 1's conservative m (estimate_m)")
+    exp.add_argument("--no-oracle", dest="oracle", action="store_const", const=False,
+                     help="skip the ground-truth oracle strategy")
+    exp.add_argument("--no-controls", dest="controls", action="store_const", const=False,
+                     help="skip the no-query and full-pool controls")
+    exp.add_argument("--tpu", help="TPU name (TensorFlow backend; else $TPU_NAME)")
+    exp.add_argument("--output-dir", dest="output_dir",
+                     help="write results.json/.csv and arrays.npz here")
     exp.add_argument("--plots", action="store_true", help="also write the PNG plots")
     exp.add_argument("--no-progress", dest="progress", action="store_const", const=False)
     exp.set_defaults(func=_experiment)

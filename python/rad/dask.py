@@ -1,6 +1,6 @@
 """RAD on a Dask array: pools spread over machines or larger than one machine's memory.
 
-The single-machine algorithm maps onto Dask without a scheduler of our own (DESIGN §4):
+The single-machine algorithm maps onto Dask without a scheduler of our own (docs/design.md §4):
 
 1. **Threshold.** The sort-free radix select of Theorem 1's support: every chunk returns a
    histogram of its float bit patterns (count, sum 1/a, sum g/a, min g per bin: at most
@@ -27,10 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from rad._numpy_backend import BLOCK, _finish, _round_sequence
-from rad._rng import MERGE_STREAM, key_from_rng, stream_state
-from rad._solution import NetHarmWarning, Params, SolutionSummary
-from rad._validation import check_budget, check_mistakes, check_w
+from rad._backends import get_backend
+from rad._backends.canonical import BLOCK, finish_selection, round_sequence
+from rad._backends.contract import Kernels
+from rad._backends.params import Params
+from rad._backends.radix_select import radix_select
+from rad._backends.rng import MERGE_STREAM, RNG, key_from_rng, stream_state
+from rad._solve.game import default_w
+from rad._solve.solution import NetHarmWarning, SolutionSummary
+from rad._solve.validation import check_budget, check_mistakes, check_w
 
 __all__ = ["DaskSolution", "select", "solve"]
 
@@ -60,59 +65,33 @@ DaskSolution = SolutionSummary
 
 
 # ----------------------------------------------------------------- per-chunk work
+# Each runs on a worker, through that worker's best backend (C++ where rad._core is built,
+# else Numba, else NumPy: every backend gives the same bits), on one thread: Dask runs the
+# chunks in parallel.
 
 
-def _hist(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: int):
-    from rad._numba import backend as nbk
-
-    nbits = 32 if chunk.dtype == np.float32 else 64
-    raw = chunk.view(np.uint32 if nbits == 32 else np.uint64)
-    sign = np.uint64(1 << (nbits - 1))
-    return nbk._histogram(chunk, raw, sign, np.zeros(1), False, w, nbits, shift, pshift, np.uint64(prefix), 1)
+def _kernels() -> Kernels:
+    return get_backend("auto")
 
 
-def _gather(chunk: np.ndarray, w: float, shift: int, key: int, count: int):
-    from rad._numba import backend as nbk
+def _hist(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: int) -> tuple:
+    return _kernels().bit_histogram(np.ascontiguousarray(chunk), None, w, shift, pshift, prefix, 1)
 
-    nbits = 32 if chunk.dtype == np.float32 else 64
-    raw = chunk.view(np.uint32 if nbits == 32 else np.uint64)
-    sign = np.uint64(1 << (nbits - 1))
-    return nbk._gather(chunk, raw, sign, np.zeros(1), False, w, shift, np.uint64(key), count)
+
+def _gather(chunk: np.ndarray, w: float, shift: int, key: int, count: int) -> tuple:
+    return _kernels().bit_gather(np.ascontiguousarray(chunk), None, w, shift, key, count, 1)
 
 
 def _first_invalid(chunk: np.ndarray) -> int:
-    bad = np.flatnonzero(~(np.isfinite(chunk) & (chunk >= 0)))
-    return int(bad[0]) if bad.shape[0] else -1
+    return _kernels().first_invalid(np.ascontiguousarray(chunk), 1)
 
 
-def _block_sums(chunk: np.ndarray, w: float, tau: float):
-    try:
-        from rad import _core
-
-        return _core.support_block_sums(np.ascontiguousarray(chunk), None, w, tau, 1)
-    except ImportError:
-        from rad._numpy_backend import support_block_sums
-
-        return support_block_sums(chunk, None, w, tau)
+def _block_sums(chunk: np.ndarray, w: float, tau: float) -> tuple:
+    return _kernels().support_block_sums(np.ascontiguousarray(chunk), None, w, tau, 1)
 
 
-def _round_chunk(chunk: np.ndarray, w: float, params: tuple, key: int, offset: int, first_stream: int):
-    try:
-        from rad import _core
-
-        return _core.depround_blocks(np.ascontiguousarray(chunk), None, w, params, key, offset, first_stream, 1)
-    except ImportError:
-        from rad._solution import probabilities_from_params
-
-        fill, nu, gc, gf, lc, lf = params
-        q = probabilities_from_params(chunk, None, w, Params("loss" if fill else "gain", nu, gc, gf, lc, lf))
-        taken, idx, mass = [], [], []
-        for j, lo in enumerate(range(0, q.shape[0], BLOCK)):
-            t, pick, held = _round_sequence(q[lo : lo + BLOCK], stream_state(key, first_stream + j))
-            taken.extend(offset + lo + i for i in t)
-            idx.append(offset + lo + pick if pick >= 0 else -1)
-            mass.append(held)
-        return np.asarray(taken, np.int64), np.asarray(idx, np.int64), np.asarray(mass)
+def _round_chunk(chunk: np.ndarray, w: float, params: Params, key: int, offset: int, first_stream: int) -> tuple:
+    return _kernels().depround_blocks(np.ascontiguousarray(chunk), None, w, params, key, offset, first_stream, 1)
 
 
 # ------------------------------------------------------------------------ client
@@ -131,7 +110,7 @@ def _validate(gains: Any, m: float, b: int, w: float | None):
         raise ValueError("gains must have a known, non-zero length")
     mf = check_mistakes(m, n)
     bi = check_budget(b, n)
-    wf = 1.0 - mf / n if w is None else check_w(w)
+    wf = default_w(mf, n) if w is None else check_w(w)
     return dask, gains, n, mf, bi, wf
 
 
@@ -168,8 +147,6 @@ def solve(gains: Any, m: float, b: int = 1, *, w: float | None = None) -> DaskSo
 
 
 def _solve(dask, gains, n, m, b, w) -> DaskSolution:
-    from rad._numba.backend import radix_select
-
     chunks = gains.to_delayed().ravel().tolist()
     offsets = _chunk_offsets(gains)
     nbits = 32 if gains.dtype == np.float32 else 64
@@ -234,12 +211,12 @@ def select(
     b: int,
     *,
     w: float | None = None,
-    rng: int | np.random.Generator | np.random.SeedSequence | None = None,
+    rng: RNG = None,
 ) -> np.ndarray:
     """Exactly ``b`` distinct global indices (sorted ``int64``) for a Dask array of gains.
 
     Uses the current Dask scheduler (e.g. a ``distributed.Client``). With chunk sizes that
-    are multiples of 65,536 (:data:`rad._numpy_backend.BLOCK`) and the same ``rng``, the
+    are multiples of 65,536 (:data:`rad._backends.canonical.BLOCK`) and the same ``rng``, the
     indices are exactly those of :func:`rad.select` on the concatenated array.
     """
     global last_transfer_bytes
@@ -252,7 +229,7 @@ def select(
     chunks = gains.to_delayed().ravel().tolist()
     offsets = _chunk_offsets(gains)
     aligned = all(off % BLOCK == 0 for off in offsets[:-1])
-    params = sol.params.as_tuple()
+    params = sol.params
     tasks = []
     for c, off in zip(chunks, offsets):
         first = off // BLOCK if aligned else _UNALIGNED_STREAMS + off
@@ -263,6 +240,6 @@ def select(
     masses = np.concatenate([p[2] for p in parts])
     keep = masses > 0
     ids, masses = ids[keep], masses[keep]
-    merged, pick, _ = _round_sequence(masses, stream_state(key, MERGE_STREAM))
+    merged, pick, _ = round_sequence(masses, stream_state(key, MERGE_STREAM))
     taken.extend(int(ids[i]) for i in merged)
-    return _finish(taken, int(ids[pick]) if pick >= 0 else -1, b)
+    return finish_selection(taken, int(ids[pick]) if pick >= 0 else -1, b)

@@ -48,7 +48,8 @@ from typing import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rad._solution import NetHarmWarning, Params, Solution
+from rad._backends.params import Params
+from rad._solve.solution import NetHarmWarning, Solution
 
 __all__ = ["Certificate", "certificate"]
 
@@ -168,7 +169,8 @@ class _Pool:
     def q_from_params(self, params: Params) -> Callable[[int, int], np.ndarray]:
         def q(lo: int, hi: int) -> np.ndarray:
             lchunk = None if self.losses is None else self.losses[lo:hi]
-            out = self.backend.materialize(self.gains[lo:hi], lchunk, self.w, params, self.threads)
+            # One kernel thread per chunk: the chunks themselves run on ``threads`` workers.
+            out = self.backend.materialize(self.gains[lo:hi], lchunk, self.w, params, 1)
             return np.asarray(out, dtype=np.float64)
 
         return q
@@ -1019,8 +1021,8 @@ def certificate(
     >>> certificate(g, m=300, b=10, solution=top).gap > 1.0
     True
     """
-    from rad._api import _prepare, _threads
-    from rad._solver import solve_game
+    from rad._solve.batch import solve_game
+    from rad._solve.game import resolve_game
 
     t0 = time.perf_counter()
     if not isinstance(return_adversary, (bool, np.bool_)):
@@ -1031,10 +1033,9 @@ def certificate(
         raise ValueError(f"method must be 'auto', 'saddle' or 'search', got {method!r}")
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
-    be, g, mf, bi, wf, lo_arr = _prepare(gains, m, b, w, losses, backend)
-    n = g.shape[0]
-    nthreads = _threads(threads, n)
-    w_k = 0.0 if lo_arr is not None else wf
+    game = resolve_game(gains, m, b, w=w, losses=losses, backend=backend, threads=threads).with_values_checked()
+    be, g, mf, bi, wf, lo_arr = game.backend, game.gains, game.m, game.b, game.w, game.losses
+    n, nthreads, w_k = game.n, game.threads, game.kernel_w
 
     q_user: np.ndarray | None = None
     sol: Solution | None = None
@@ -1046,7 +1047,7 @@ def certificate(
     if sol is None and (q_user is None or method != "search"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NetHarmWarning)
-            sol = solve_game(g, lo_arr, wf, mf, bi, be, nthreads, "auto")
+            sol = solve_game(game)
 
     # Subnormal input: certify the game on exact power-of-two rescaled copies (the game
     # is scale-equivariant, q and c scale-invariant) and scale the bounds back.
@@ -1157,7 +1158,7 @@ def certificate(
 
 def _scale_exponent(g: np.ndarray, losses: np.ndarray | None, w: float) -> int:
     """0, or the power of two that makes ``1/a`` finite for subnormal input (as the
-    solver does, ``rad._solver.solve_game``)."""
+    solver does, ``rad._solve.batch.solve_game``)."""
     lo_min = math.inf
     for i in range(0, g.shape[0], CHUNK):
         gg = np.asarray(g[i : i + CHUNK], dtype=np.float64)

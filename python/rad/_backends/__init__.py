@@ -1,9 +1,13 @@
-"""One registry of backends (DESIGN §2, "Three backends, one contract").
+"""The backends and their registry (``docs/design.md`` §2, "Three backends, one contract").
 
 ``cpp`` (the compiled module ``rad._core``), ``numba`` (JIT fallback) and ``numpy`` (the
-reference) expose the same kernels with the same signatures. ``backend="auto"`` takes the
-first available in that order; the environment variable ``RAD_BACKEND`` overrides
-``"auto"``.
+reference) implement :class:`rad._backends.contract.Kernels`. ``backend="auto"`` takes
+the first available in that order; the environment variable ``RAD_BACKEND`` overrides
+``"auto"``. The package also holds what the backends share: the canonical summation and
+DepRound order (:mod:`~rad._backends.canonical`), the counter-based generator
+(:mod:`~rad._backends.rng`), the probability rule (:mod:`~rad._backends.params`), the
+sort-free search loop (:mod:`~rad._backends.radix_select`) and the thread policy
+(:mod:`~rad._backends.threads`).
 """
 
 from __future__ import annotations
@@ -13,10 +17,17 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
-__all__ = ["BackendUnavailable", "backends", "default_threads", "get_backend"]
+from rad._backends.contract import Kernels, missing_kernels
+from rad._backends.threads import default_threads
+
+__all__ = ["ORDER", "BackendUnavailable", "backends", "get_backend"]
 
 ORDER = ("cpp", "numba", "numpy")
-_MODULES = {"cpp": "rad._cpp_backend", "numba": "rad._numba.backend", "numpy": "rad._numpy_backend"}
+_MODULES = {
+    "cpp": "rad._backends.cpp_backend",
+    "numba": "rad._backends.numba_backend",
+    "numpy": "rad._backends.numpy_backend",
+}
 _HINTS = {
     "cpp": "reinstall from source with a C++17 compiler: pip install --force-reinstall "
     "--no-binary robust-active-distillation robust-active-distillation (or pip install -e . "
@@ -24,7 +35,7 @@ _HINTS = {
     "numba": "pip install numba (or the [numba] extra)",
     "numpy": "",
 }
-_loaded: dict[str, ModuleType] = {}
+_loaded: dict[str, ModuleType] = {}  # conforming modules only
 _errors: dict[str, str] = {}
 
 
@@ -32,7 +43,7 @@ class BackendUnavailable(ImportError):
     """The requested backend is not built or not installed."""
 
 
-def _try_load(name: str) -> ModuleType | None:
+def _try_load(name: str) -> Kernels | None:
     if name in _loaded:
         return _loaded[name]
     if name in _errors:
@@ -42,17 +53,25 @@ def _try_load(name: str) -> ModuleType | None:
     except ImportError as exc:  # missing extension, missing numba, ...
         _errors[name] = f"{type(exc).__name__}: {exc}"
         return None
+    missing = missing_kernels(mod)
+    if missing:  # a programming error, not a missing install: say so loudly
+        raise TypeError(f"backend {name!r} does not implement the kernel contract: missing {missing}")
     _loaded[name] = mod
-    return mod
+    return mod  # type: ignore[return-value]
 
 
-def get_backend(name: str = "auto") -> ModuleType:
+def get_backend(name: str = "auto") -> Kernels:
     """The kernel module for ``name`` (``"auto"``, ``"cpp"``, ``"numba"`` or ``"numpy"``)."""
     if not isinstance(name, str):
         raise TypeError(f"backend must be a string, got {type(name).__name__}")
     if name == "auto":
         forced = os.environ.get("RAD_BACKEND", "").strip()
         if forced and forced != "auto":
+            if forced not in _MODULES:
+                raise ValueError(
+                    f"the environment variable RAD_BACKEND={forced!r} names no backend; "
+                    f"choose one of 'auto', {', '.join(map(repr, ORDER))}"
+                )
             return get_backend(forced)
         for candidate in ORDER:
             mod = _try_load(candidate)
@@ -67,20 +86,6 @@ def get_backend(name: str = "auto") -> ModuleType:
             f"the {name!r} backend is not available ({_errors[name]}); {_HINTS[name]}"
         )
     return mod
-
-
-def default_threads() -> int:
-    """Threads used when ``threads=None``: ``RAD_NUM_THREADS``, else all cores."""
-    env = os.environ.get("RAD_NUM_THREADS", "").strip()
-    if env:
-        try:
-            value = int(env)
-        except ValueError:
-            raise ValueError(f"RAD_NUM_THREADS must be a positive integer, got {env!r}") from None
-        if value < 1:
-            raise ValueError(f"RAD_NUM_THREADS must be a positive integer, got {env!r}")
-        return value
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def backends() -> dict[str, Any]:

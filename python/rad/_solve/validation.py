@@ -1,4 +1,4 @@
-"""Input checks, run before any kernel (DESIGN §2, "Bad input").
+"""Input checks, run before any kernel (docs/design.md §2, "Bad input").
 
 Every failure names the argument and, for values, the first offending index.
 """
@@ -11,7 +11,15 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["as_float_vector", "check_budget", "check_mistakes", "check_values", "check_w"]
+__all__ = [
+    "as_float_vector",
+    "check_budget",
+    "check_losses_or_w",
+    "check_method",
+    "check_mistakes",
+    "check_values",
+    "check_w",
+]
 
 
 def as_float_vector(x: object, name: str) -> np.ndarray:
@@ -80,3 +88,29 @@ def check_w(w: object) -> float:
     if not np.isfinite(wf) or wf < 0:
         raise ValueError(f"w (the loss weight) must be finite and >= 0, got {w!r}")
     return wf
+
+
+def check_method(method: object) -> str:
+    """``method`` of :func:`rad.solve`: ``"auto"``, ``"sortfree"`` or ``"sorted"``."""
+    if method not in ("auto", "sortfree", "sorted"):
+        raise ValueError(f"method must be 'auto', 'sortfree' or 'sorted', got {method!r}")
+    return str(method)
+
+
+def check_losses_or_w(
+    losses: object, w: object, gains: np.ndarray, first_invalid: Callable[[np.ndarray], int]
+) -> tuple[np.ndarray | None, float]:
+    """General ``losses`` (float64, shape of ``gains``, finite, >= 0) or the RAD weight ``w``.
+
+    Returns ``(losses, nan)`` or ``(None, w)``; ``w`` is ``nan`` when it was not given
+    (the caller applies the default).
+    """
+    if losses is None:
+        return None, float("nan") if w is None else check_w(w)
+    if w is not None:
+        raise ValueError("give either w (RAD losses w * gains) or losses, not both")
+    lo = as_float_vector(losses, "losses")
+    if lo.shape != gains.shape:
+        raise ValueError(f"losses must have the same shape as gains: {lo.shape} != {gains.shape}")
+    check_values(lo, "losses", first_invalid)
+    return np.ascontiguousarray(lo, dtype=np.float64), float("nan")

@@ -1,26 +1,32 @@
 """The Numba backend: the C++ kernels again, JIT-compiled (``cache=True``).
 
-Used when the compiled module is missing. Same contract and the same bits as
-:mod:`rad._numpy_backend` (canonical block sums, the counter-based generator, the same
+Used when the compiled module is missing. It implements :class:`rad._backends.contract.Kernels`
+with the same bits as the NumPy reference (the canonical sums of
+:mod:`rad._backends.canonical`, the generator of :mod:`rad._backends.rng`, the same
 DepRound decisions).
 """
 
 from __future__ import annotations
 
+import sys
+
 import numba as nb
 import numpy as np
 
-from rad._rng import MERGE_STREAM, stream_state
-from rad._solution import Params
+from rad._backends import numpy_backend as _reference
+from rad._backends import radix_select as _radix
+from rad._backends.canonical import BLOCK, CERTAIN, CHUNK
+from rad._backends.params import Params
+from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2, stream_state
 
-__all__ = ["BLOCK", "has_openmp", "name"]
+__all__ = ["SORTFREE", "has_openmp", "name"]
 
 name = "numba"
 has_openmp = True
-BLOCK = 1 << 16
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
+SORTFREE = True
+_GOLDEN = np.uint64(GOLDEN)
+_M1 = np.uint64(MIX1)
+_M2 = np.uint64(MIX2)
 _INF = np.inf
 _jit = nb.njit(cache=True, nogil=True)
 _pjit = nb.njit(cache=True, nogil=True, parallel=True)
@@ -121,7 +127,7 @@ def _theorem1_scan(g, losses, has_losses, w, perm, m):
 
 @_pjit
 def _support_sums(g, losses, has_losses, w, tau):
-    """See rad._numpy_backend.canonical_total for the summation order."""
+    """Canonical per-block totals: see rad._backends.canonical.block_totals."""
     n = g.shape[0]
     nblk = (n + BLOCK - 1) // BLOCK
     tot_h = np.zeros(nblk)
@@ -186,8 +192,8 @@ def _materialize(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf):
     return out
 
 
-_CERTAIN = 1.0 - 2.0**-30
-_CHUNK = 8
+_CERTAIN = CERTAIN
+_CHUNK = CHUNK
 
 
 @_jit
@@ -319,75 +325,78 @@ def _depround_q(q: np.ndarray, b: int, key: int) -> np.ndarray:
 # ------------------------------------------------------------------ kernel contract
 
 
-def _threads(threads) -> None:
-    """Run the parallel kernels on ``threads`` threads (rad passes 1 for small pools)."""
+def _use_threads(threads: int) -> None:
+    """Run the parallel kernels on ``threads`` threads (already resolved by the policy)."""
     nb.set_num_threads(max(1, min(int(threads), nb.config.NUMBA_NUM_THREADS)))
 
 
-def _lw(losses):
+def _losses_arg(losses):
+    """Numba needs one array type: a dummy array and a flag stand in for ``None``."""
     if losses is None:
         return np.zeros(1), False
     return np.ascontiguousarray(losses, dtype=np.float64), True
 
 
-def first_invalid(x: np.ndarray, threads: int = 1) -> int:
-    _threads(threads)
+def first_invalid(x: np.ndarray, threads: int) -> int:
+    _use_threads(threads)
     return int(_first_invalid(x))
 
 
-def argsort_desc(g: np.ndarray, threads: int = 1) -> np.ndarray:
-    return np.argsort(-np.asarray(g, dtype=np.float64), kind="stable").astype(np.int64)
+#: The stable sorts come from the reference (NumPy's radix/merge sort is already compiled).
+argsort_desc = _reference.argsort_desc
 
 
-def argsort_asc(x: np.ndarray, threads: int = 1) -> np.ndarray:
-    return np.argsort(x, kind="stable").astype(np.int64)
-
-
-def theorem1_scan(gains, losses, w, perm, m, threads=1):
-    _threads(threads)
-    lv, has = _lw(losses)
+def theorem1_scan(gains, losses, w, perm, m, threads):
+    _use_threads(threads)
+    lv, has = _losses_arg(losses)
     k, gt = _theorem1_scan(gains, lv, has, float(w), perm, float(m))
     return int(k), float(gt)
 
 
-def support_sums(gains, losses, w, tau, threads=1):
-    _threads(threads)
-    lv, has = _lw(losses)
+def support_sums(gains, losses, w, tau, threads):
+    _use_threads(threads)
+    lv, has = _losses_arg(losses)
     h, g, c, mn = _support_sums(gains, lv, has, float(w), float(tau))
     return float(h), float(g), int(c), float(mn)
 
 
-def materialize(gains, losses, w, params: Params, threads=1):
-    _threads(threads)
-    lv, has = _lw(losses)
+#: Per-block sums (rad.dask's chunks) use the reference: they are small next to a chunk.
+support_block_sums = _reference.support_block_sums
+
+
+def materialize(gains, losses, w, params: Params, threads):
+    _use_threads(threads)
+    lv, has = _losses_arg(losses)
     fill, nu, gc, gf, lc, lf = params.as_tuple()
     return _materialize(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf)
 
 
-def support_stats(gains, losses, w, params: Params, threads=1):
-    q = materialize(gains, losses, w, params)
+def support_stats(gains, losses, w, params: Params, threads):
+    q = materialize(gains, losses, w, params, threads)
     mask = q > 0
     count = int(np.count_nonzero(mask))
     return count, float(np.asarray(gains)[mask].min()) if count else float("inf")
 
 
-def depround_q(q, b, key, threads=1):
-    _threads(threads)
+def depround_q(q, b, key, threads):
+    _use_threads(threads)
     return _depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key))
 
 
-def depround_params(gains, losses, w, params: Params, b, key, threads=1):
-    _threads(threads)
-    return _depround_q(materialize(gains, losses, w, params), int(b), int(key))
+def depround_params(gains, losses, w, params: Params, b, key, threads):
+    _use_threads(threads)
+    return _depround_q(materialize(gains, losses, w, params, threads), int(b), int(key))
+
+
+#: The capped path's F(nu) and rad.dask's per-chunk rounding use the reference.
+capped_eval = _reference.capped_eval
+depround_blocks = _reference.depround_blocks
 
 
 # ------------------------------------------------------------ sort-free threshold search
-# The algorithm of cpp/include/rad/threshold.hpp (read its header comment): a radix
-# select over the float bit patterns for the smallest gain with D(g) >= 0.
+# One level of the radix select of rad._backends.radix_select (the loop lives there).
 
-_DIGIT = 16
-_NBINS = 1 << _DIGIT
-_GATHER_MAX = 1 << 18
+_NBINS = _radix.NBINS
 
 
 @_jit
@@ -395,11 +404,6 @@ def _bits(raw, sign):
     """Ordered bits of a non-negative float from its raw bits (-0.0 folded onto 0)."""
     u = np.uint64(raw)
     return np.uint64(0) if u == sign else u
-
-
-def _edge_value(u: int, nbits: int) -> float:
-    dtype = np.uint32 if nbits == 32 else np.uint64
-    return float(np.array([u], dtype=dtype).view(np.float32 if nbits == 32 else np.float64)[0])
 
 
 @_pjit
@@ -461,97 +465,25 @@ def _gather(g, raw, sign, losses, has_losses, w, shift, key, count):
     return vals[:j], avals[:j]
 
 
-def threshold_search(gains, losses, w, m, threads=1):
-    """Sort-free k*: see the module comment above. Returns (status, tau, kstar, g_total)."""
-    _threads(threads)
-    lv, has = _lw(losses)
+def _bit_view(gains):
     nbits = 32 if gains.dtype == np.float32 else 64
     raw = gains.view(np.uint32 if nbits == 32 else np.uint64)
-    sign = np.uint64(1 << (nbits - 1))
-    nt = max(1, int(threads))
-
-    def histogram(shift, pshift, prefix):
-        return _histogram(gains, raw, sign, lv, has, float(w), nbits, shift, pshift, np.uint64(prefix), nt)
-
-    def gather(shift, key, count):
-        return _gather(gains, raw, sign, lv, has, float(w), shift, np.uint64(key), count)
-
-    return radix_select(histogram, gather, nbits, float(m))
+    return nbits, raw, np.uint64(1 << (nbits - 1))
 
 
-def radix_select(histogram, gather, nbits: int, m: float):
-    """The level loop of the sort-free search, over any source of histograms.
+def bit_histogram(gains, losses, w, shift, pshift, prefix, threads):
+    _use_threads(threads)
+    lv, has = _losses_arg(losses)
+    nbits, raw, sign = _bit_view(gains)
+    return _histogram(gains, raw, sign, lv, has, float(w), nbits, shift, pshift, np.uint64(prefix), max(1, threads))
 
-    ``histogram(shift, pshift, prefix)`` returns per-bin ``(count, sum 1/a, sum g/a, min g,
-    any_invalid)`` over the points whose bits above ``pshift`` equal ``prefix``;
-    ``gather(shift, key, count)`` returns the ``(g, a)`` of the points of one bin. A single
-    array (this module) and a Dask array (:mod:`rad.dask`) share this loop.
-    """
-    inf = float("inf")
-    acc_h = acc_g = 0.0
-    acc_n = 0
-    last_min, pass_d, fail_d = inf, inf, -inf
-    prefix, shift, level = 0, nbits - _DIGIT, 0
-    g_total = 0.0
-    scale = m
-    while True:
-        pshift = shift + _DIGIT
-        cnt, hh, gg, mn, bad = histogram(shift, pshift, prefix)
-        if bad:
-            return 2, 0.0, 0, 0.0
-        if level == 0:
-            g_total = 0.0
-            for v in gg.tolist():
-                g_total += v
-            scale += g_total
-        boundary, lowest = -1, -1
-        nonzero = np.flatnonzero(cnt)[::-1]
-        for b in nonzero.tolist():
-            lowest = b
-            edge = _edge_value(((prefix << pshift) if pshift < nbits else 0) | (b << shift), nbits)
-            h2, g2 = acc_h + float(hh[b]), acc_g + float(gg[b])
-            d_edge = edge * h2 - g2 + m
-            if d_edge < 0:
-                boundary, fail_d = b, d_edge
-                break
-            pass_d = d_edge
-            acc_h, acc_g = h2, g2
-            acc_n += int(cnt[b])
-            last_min = float(mn[b])
-        if boundary < 0:
-            if lowest < 0:
-                return 0, 0.0, 0, g_total
-            acc_h -= float(hh[lowest])
-            acc_g -= float(gg[lowest])
-            acc_n -= int(cnt[lowest])
-            boundary = lowest
-        key = (((prefix << _DIGIT) if pshift < nbits else 0) | boundary)
-        if cnt[boundary] > _GATHER_MAX and shift > 0:
-            prefix, shift, level = key, shift - _DIGIT, level + 1
-            continue
-        vals, avals = gather(shift, key, int(cnt[boundary]))
-        order = np.argsort(-vals, kind="stable")
-        vals, avals = vals[order], avals[order]
-        h, gs, tau, k = acc_h, acc_g, last_min, acc_n
-        d_in, d_out = pass_d, fail_d
-        s = 0
-        while s < vals.shape[0]:
-            y = float(vals[s])
-            d = y * h - gs + m
-            if d < 0:
-                d_out = d
-                break
-            d_in = inf if k == 0 else d
-            tau = y
-            while s < vals.shape[0] and vals[s] == y:
-                a = float(avals[s])
-                if a > 0:
-                    h += 1.0 / a
-                    gs += y / a
-                s += 1
-                k += 1
-        margin = 1e-10 * (abs(tau) * h + gs + m)
-        status = int(abs(d_in) < margin or abs(d_out) < margin or abs(g_total - m) < 1e-10 * scale)
-        if not all(np.isfinite([h, gs, g_total])) or d_in != d_in or d_out != d_out:
-            status = 1  # 1/a overflowed (subnormal input): let the sorted scan decide
-        return status, tau, k, g_total
+
+def bit_gather(gains, losses, w, shift, key, count, threads):
+    lv, has = _losses_arg(losses)
+    _, raw, sign = _bit_view(gains)
+    return _gather(gains, raw, sign, lv, has, float(w), shift, np.uint64(key), count)
+
+
+def threshold_search(gains, losses, w, m, threads):
+    """Sort-free k* (:mod:`rad._backends.radix_select`): ``(status, tau, kstar, g_total)``."""
+    return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)

@@ -3,69 +3,18 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
-from rad._backends import default_threads, get_backend
-from rad._rng import key_from_rng
-from rad._solution import Solution
-from rad._solver import solve_game
-from rad._validation import as_float_vector, check_budget, check_mistakes, check_values, check_w
+from rad._backends import get_backend
+from rad._backends.rng import RNG, key_from_rng
+from rad._backends.threads import resolve_threads
+from rad._solve.batch import solve_game
+from rad._solve.game import resolve_game
+from rad._solve.solution import Solution
+from rad._solve.validation import as_float_vector, check_values
 
 __all__ = ["depround", "select", "solve"]
-
-RNG = "int | np.random.Generator | np.random.SeedSequence | None"
-
-
-#: Below this many points ``threads=None`` means one thread: a parallel region costs more
-#: than it saves on small pools, and much more when another process holds a core.
-PARALLEL_MIN_N = 1 << 22
-
-
-def _threads(threads: int | None, n: int = PARALLEL_MIN_N) -> int:
-    if threads is None:
-        return default_threads() if n >= PARALLEL_MIN_N else 1
-    if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, numbers.Integral) or threads < 1:
-        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
-    return int(threads)
-
-
-def _method(method: str) -> str:
-    if method not in ("auto", "sortfree", "sorted"):
-        raise ValueError(f"method must be 'auto', 'sortfree' or 'sorted', got {method!r}")
-    return method
-
-
-def _prepare(gains, m, b, w, losses, backend, method="sorted"):
-    """Validate everything before any kernel runs; return normalised inputs.
-
-    On the sort-free path the gains' values are checked by the first kernel itself (the
-    read-only histogram pass, which stops at a NaN, inf or negative value and raises the
-    same error), saving a pass over the pool.
-    """
-    be = get_backend(backend)
-    g = as_float_vector(gains, "gains")
-    n = g.shape[0]
-    if n == 0:
-        raise ValueError("gains is empty: the pool must have at least one point")
-    mf = check_mistakes(m, n)
-    bi = check_budget(b, n)
-    fused = method != "sorted" and 0 < bi < n and hasattr(be, "threshold_search")
-    if not fused:
-        check_values(g, "gains", be.first_invalid)
-    if losses is not None:
-        if w is not None:
-            raise ValueError("give either w (RAD losses w * gains) or losses, not both")
-        lo = as_float_vector(losses, "losses")
-        if lo.shape != g.shape:
-            raise ValueError(f"losses must have the same shape as gains: {lo.shape} != {g.shape}")
-        check_values(lo, "losses", be.first_invalid)
-        wf = float("nan")
-    else:
-        lo = None
-        wf = 1.0 - mf / n if w is None else check_w(w)
-    return be, g, mf, bi, wf, lo
 
 
 def solve(
@@ -79,7 +28,7 @@ def solve(
     threads: int | None = None,
     method: str = "auto",
 ) -> Solution:
-    """The exact minimax inclusion probabilities for a batch of ``b`` (DESIGN §1).
+    """The exact minimax inclusion probabilities for a batch of ``b`` (``docs/design.md`` §1).
 
     Parameters
     ----------
@@ -97,8 +46,9 @@ def solve(
     backend : {"auto", "cpp", "numba", "numpy"}
         Kernel implementation.
     threads : int, optional
-        Threads for the compiled kernels. Default: ``RAD_NUM_THREADS`` or all cores for
-        pools of ``2**22`` points or more, one thread below that.
+        Threads for the kernels; results do not depend on it. Default:
+        ``RAD_NUM_THREADS`` when set, else all cores for pools of ``2**22`` points or
+        more and one thread below. Clamped to the cores and to one per 65,536 points.
     method : {"auto", "sortfree", "sorted"}
         How Theorem 1's support is found: a sort-free radix select over the float bits
         (a few streaming passes; ``auto`` uses it where the backend has it) or a full
@@ -115,9 +65,8 @@ def solve(
     NetHarmWarning
         When the value is negative (the teacher is expected to do net harm).
     """
-    method = _method(method)
-    be, g, mf, bi, wf, lo = _prepare(gains, m, b, w, losses, backend, method)
-    return solve_game(g, lo, wf, mf, bi, be, _threads(threads, g.shape[0]), method)
+    game = resolve_game(gains, m, b, w=w, losses=losses, backend=backend, threads=threads, method=method)
+    return solve_game(game)
 
 
 def select(
@@ -127,7 +76,7 @@ def select(
     *,
     w: float | None = None,
     losses: np.ndarray | None = None,
-    rng: int | np.random.Generator | np.random.SeedSequence | None = None,
+    rng: RNG = None,
     backend: str = "auto",
     threads: int | None = None,
     method: str = "auto",
@@ -150,21 +99,21 @@ def select(
     >>> rad.select(gains, m=300, b=5, rng=1).shape
     (5,)
     """
-    method = _method(method)
-    be, g, mf, bi, wf, lo = _prepare(gains, m, b, w, losses, backend, method)
-    nthreads = _threads(threads, g.shape[0])
+    game = resolve_game(gains, m, b, w=w, losses=losses, backend=backend, threads=threads, method=method)
     key = key_from_rng(rng)
-    if bi == 0:
+    if game.b == 0:
         return np.zeros(0, dtype=np.int64)
-    sol = solve_game(g, lo, wf, mf, bi, be, nthreads, method)
-    w_k = 0.0 if lo is not None else wf
-    return be.depround_params(sol.gains, sol.losses, w_k, sol.params, bi, key, nthreads)
+    sol = solve_game(game)
+    # sol.gains/losses are the game's arrays, or their power-of-two rescaled copies.
+    return game.backend.depround_params(
+        sol.gains, sol.losses, game.kernel_w, sol.params, game.b, key, game.threads
+    )
 
 
 def depround(
     q: np.ndarray,
     *,
-    rng: int | np.random.Generator | np.random.SeedSequence | None = None,
+    rng: RNG = None,
     backend: str = "auto",
     threads: int | None = None,
 ) -> np.ndarray:
@@ -185,9 +134,10 @@ def depround(
     numpy.ndarray
         Sorted ``int64`` array of ``round(sum(q))`` distinct indices.
     """
-    be = get_backend(backend)
+    kernels = get_backend(backend)
     qa = as_float_vector(q, "q")
-    check_values(qa, "q", be.first_invalid)
+    nthreads = resolve_threads(threads, qa.shape[0])
+    check_values(qa, "q", lambda x: kernels.first_invalid(x, nthreads))
     over = np.flatnonzero(qa > 1.0)
     if over.shape[0]:
         i = int(over[0])
@@ -196,8 +146,7 @@ def depround(
     b = round(total)
     if abs(total - b) > 1e-6 * max(1.0, total):
         raise ValueError(f"sum(q) must be an integer (the sample size); got {total!r}")
-    nthreads = _threads(threads, qa.shape[0])
     key = key_from_rng(rng)
     if b == 0:
         return np.zeros(0, dtype=np.int64)
-    return be.depround_q(np.asarray(qa, dtype=np.float64), b, key, nthreads)
+    return kernels.depround_q(np.ascontiguousarray(qa, dtype=np.float64), b, key, nthreads)

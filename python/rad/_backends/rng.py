@@ -1,4 +1,4 @@
-"""Seeds and the counter-based generator shared by every backend (DESIGN §2, "RNG").
+"""Seeds and the counter-based generator shared by every backend (``docs/design.md`` §2, "RNG").
 
 A public call turns its ``rng`` argument into one 64-bit *key*. Kernels never hold a
 stateful generator: the ``c``-th uniform of stream ``s`` is a pure function
@@ -8,9 +8,11 @@ processed by any thread, on any backend, and draw exactly the same numbers.
 
 from __future__ import annotations
 
+from typing import Union
+
 import numpy as np
 
-__all__ = ["MASK64", "MERGE_STREAM", "RNGLike", "key_from_rng", "stream_state", "uniform"]
+__all__ = ["GOLDEN", "MASK64", "MERGE_STREAM", "MIX1", "MIX2", "RNG", "key_from_rng", "stream_state", "uniform"]
 
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
@@ -19,7 +21,8 @@ MIX2 = 0x94D049BB133111EB
 #: Stream id of the final merge of the per-block DepRound leftovers.
 MERGE_STREAM = MASK64
 
-RNGLike = "int | np.random.Generator | np.random.SeedSequence | None"
+#: What public functions accept as ``rng`` (SPEC 7).
+RNG = Union[int, np.integer, np.random.Generator, np.random.SeedSequence, None]
 
 
 def splitmix64(z: int) -> int:
@@ -41,7 +44,7 @@ def uniform(state: int, counter: int) -> float:
     return (z >> 11) * (1.0 / 9007199254740992.0)
 
 
-def key_from_rng(rng: int | np.random.Generator | np.random.SeedSequence | None) -> int:
+def key_from_rng(rng: RNG) -> int:
     """Draw the 64-bit key of one call from ``rng`` (SPEC 7 semantics).
 
     A ``Generator`` is advanced by one draw; an int, ``SeedSequence`` or ``None`` seeds a
@@ -56,5 +59,7 @@ def key_from_rng(rng: int | np.random.Generator | np.random.SeedSequence | None)
             "rng must be an int, a numpy Generator, a SeedSequence or None, "
             f"not {type(rng).__name__}"
         )
+    if isinstance(rng, (int, np.integer)) and rng < 0:
+        raise ValueError(f"rng must be a non-negative int seed (or a Generator, SeedSequence or None), got {rng}")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     return int(gen.integers(0, 1 << 64, dtype=np.uint64, endpoint=False))

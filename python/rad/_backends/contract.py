@@ -1,0 +1,132 @@
+"""The kernel contract every backend implements (``docs/design.md`` §2, "One contract").
+
+A backend is a module with these names and signatures, checked by the registry when it
+loads (:func:`missing_kernels`) and compared across backends by ``tests/test_backends.py``.
+Arrays arrive validated (finite, non-negative), one-dimensional and C-contiguous;
+``gains`` is float32 or float64, ``losses`` float64 or ``None`` (then the RAD losses
+``w * gains``); ``threads`` is already resolved by :mod:`rad._backends.threads`. Every sum
+follows :mod:`rad._backends.canonical` and every random draw :mod:`rad._backends.rng`, so
+all backends return the same bits.
+
+The only optional capability is declared, not probed: ``SORTFREE`` says whether
+:meth:`Kernels.threshold_search` is a real sort-free search; where it is False the
+solver uses the sorted scan.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rad._backends.params import Params
+
+__all__ = ["CappedArrays", "Kernels", "missing_kernels"]
+
+FloatArray = NDArray[np.floating]
+IndexArray = NDArray[np.int64]
+
+
+class CappedArrays(Protocol):
+    """The capped path's sorted arrays (see :class:`rad._solve.capped.CappedContext`)."""
+
+    g_g: NDArray[np.float64]
+    a_g: NDArray[np.float64]
+    ends_g: NDArray[np.int64]
+    l_l: NDArray[np.float64]
+    a_l: NDArray[np.float64]
+    ends_l: NDArray[np.int64]
+
+
+class Kernels(Protocol):
+    """What a backend module provides."""
+
+    name: str
+    has_openmp: bool
+    SORTFREE: bool
+
+    def first_invalid(self, x: FloatArray, threads: int) -> int:
+        """Index of the first NaN, infinite or negative entry of ``x``, or -1."""
+
+    def argsort_desc(self, g: FloatArray, threads: int) -> IndexArray:
+        """Stable argsort by descending value (ties keep their input order)."""
+
+    def theorem1_scan(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, perm: IndexArray, m: float, threads: int
+    ) -> tuple[int, float]:
+        """Theorem 1's ``k*`` by the threshold form over the sorted order ``perm``, and ``G_n``."""
+
+    def threshold_search(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, m: float, threads: int
+    ) -> tuple[int, float, int, float]:
+        """Sort-free ``k*``: ``(status, tau, k*, G_n)``; status 0 ok, 1 near tie (use the
+        sorted scan), 2 an invalid gain was seen."""
+
+    def bit_histogram(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, shift: int, pshift: int, prefix: int,
+        threads: int,
+    ) -> tuple[NDArray[np.int64], FloatArray, FloatArray, FloatArray, bool]:
+        """One level of the radix select: per bin of 16 bits ``(count, sum 1/a, sum g/a,
+        min g, any invalid)`` over points whose bits above ``pshift`` equal ``prefix``."""
+
+    def bit_gather(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, shift: int, key: int, count: int,
+        threads: int,
+    ) -> tuple[FloatArray, FloatArray]:
+        """The ``(g, a)`` of the points whose bits above ``shift`` equal ``key``."""
+
+    def support_sums(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, tau: float, threads: int
+    ) -> tuple[float, float, int, float]:
+        """Over ``g >= tau, a > 0``: ``(sum 1/a, sum g/a, count, min a)`` in canonical order."""
+
+    def support_block_sums(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, tau: float, threads: int
+    ) -> tuple[FloatArray, FloatArray, NDArray[np.int64], FloatArray]:
+        """:meth:`support_sums` per block (canonical block totals, counts, minima)."""
+
+    def support_stats(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, params: Params, threads: int
+    ) -> tuple[int, float]:
+        """``(number of q_i > 0, smallest gain with q_i > 0)``."""
+
+    def materialize(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, params: Params, threads: int
+    ) -> NDArray[np.float64]:
+        """The probabilities ``q`` defined by ``params`` (:mod:`rad._backends.params`)."""
+
+    def capped_eval(
+        self, ctx: CappedArrays, nu: float, b: float, m: float, threads: int
+    ) -> tuple[float, float, bool, float, float, float]:
+        """The capped path's ``F(nu)``: ``(value, right slope, fill is loss, cut, resid,
+        group total)`` (``docs/design.md`` §1, "Dualising")."""
+
+    def depround_q(self, q: NDArray[np.float64], b: int, key: int, threads: int) -> IndexArray:
+        """DepRound of ``q`` (sum ``b``) into ``b`` sorted distinct indices."""
+
+    def depround_params(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, params: Params, b: int, key: int,
+        threads: int,
+    ) -> IndexArray:
+        """DepRound of the probabilities ``params`` define, streamed (no ``q`` array where
+        the backend can avoid it)."""
+
+    def depround_blocks(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, params: Params, key: int, offset: int,
+        first_stream: int, threads: int,
+    ) -> tuple[IndexArray, IndexArray, FloatArray]:
+        """The per-block phase of DepRound on a chunk whose first point is ``offset`` and
+        whose first block uses stream ``first_stream``: ``(taken, leftover index per
+        block (-1 for none), leftover mass per block)``."""
+
+
+#: Names every backend module must define.
+REQUIRED = tuple(
+    name for name in dir(Kernels) if not name.startswith("_")
+) + ("name", "has_openmp", "SORTFREE")
+
+
+def missing_kernels(module: object) -> list[str]:
+    """Names of the contract that ``module`` lacks (empty when it conforms)."""
+    return sorted({n for n in REQUIRED if not hasattr(module, n)})

@@ -1,0 +1,83 @@
+"""The C++ backend: the contract of :mod:`rad._backends.contract` on the compiled ``rad._core``.
+
+The kernels live in ``cpp/include/rad/*.hpp`` (pure C++17 + OpenMP) and are bound in
+``cpp/bindings/module.cpp``; this module only adapts argument types. The per-level
+histogram of the radix select is not exported by the compiled search (it runs its levels
+internally), so the two kernels :mod:`rad.dask` needs per chunk come from the reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rad import _core
+from rad._backends import numpy_backend as _reference
+from rad._backends.canonical import BLOCK
+from rad._backends.params import Params
+
+__all__ = ["SORTFREE", "has_openmp", "name"]
+
+name = "cpp"
+has_openmp: bool = bool(_core.has_openmp)
+SORTFREE = True
+
+if _core.BLOCK != BLOCK:  # pragma: no cover - a build from mismatched sources
+    raise ImportError(f"rad._core was built with BLOCK = {_core.BLOCK}, the package expects {BLOCK}")
+
+
+def _losses_arg(losses: np.ndarray | None) -> np.ndarray | None:
+    return None if losses is None else np.ascontiguousarray(losses, dtype=np.float64)
+
+
+def first_invalid(x: np.ndarray, threads: int) -> int:
+    return _core.first_invalid(x, threads)
+
+
+def argsort_desc(g: np.ndarray, threads: int) -> np.ndarray:
+    return _core.argsort(g, True, threads)
+
+
+def theorem1_scan(gains, losses, w, perm, m, threads):
+    return _core.theorem1_scan(gains, _losses_arg(losses), float(w), perm, float(m), threads)
+
+
+def threshold_search(gains, losses, w, m, threads):
+    return _core.threshold_search(gains, _losses_arg(losses), float(w), float(m), threads)
+
+
+bit_histogram = _reference.bit_histogram
+bit_gather = _reference.bit_gather
+
+
+def support_sums(gains, losses, w, tau, threads):
+    return _core.support_sums(gains, _losses_arg(losses), float(w), float(tau), threads)
+
+
+def support_block_sums(gains, losses, w, tau, threads):
+    return _core.support_block_sums(np.ascontiguousarray(gains), _losses_arg(losses), float(w), float(tau), threads)
+
+
+def support_stats(gains, losses, w, params: Params, threads):
+    return _core.support_stats(gains, _losses_arg(losses), float(w), params.as_tuple(), threads)
+
+
+def materialize(gains, losses, w, params: Params, threads):
+    return _core.materialize(gains, _losses_arg(losses), float(w), params.as_tuple(), threads)
+
+
+def capped_eval(ctx, nu, b, m, threads):
+    return _core.capped_eval(ctx.g_g, ctx.a_g, ctx.ends_g, ctx.l_l, ctx.a_l, ctx.ends_l,
+                             float(nu), float(b), float(m), threads)
+
+
+def depround_q(q, b, key, threads):
+    return _core.depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key), threads)
+
+
+def depround_params(gains, losses, w, params: Params, b, key, threads):
+    return _core.depround_params(gains, _losses_arg(losses), float(w), params.as_tuple(), int(b), int(key), threads)
+
+
+def depround_blocks(gains, losses, w, params: Params, key, offset, first_stream, threads):
+    return _core.depround_blocks(np.ascontiguousarray(gains), _losses_arg(losses), float(w), params.as_tuple(),
+                                 int(key), int(offset), int(first_stream), threads)

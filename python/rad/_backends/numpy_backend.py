@@ -1,0 +1,288 @@
+"""The NumPy reference backend: short, readable, and the definition the others match.
+
+It implements :class:`rad._backends.contract.Kernels`; the C++ module and the Numba
+backend have a twin of every kernel with the same signature. Sums use the canonical order
+of :mod:`rad._backends.canonical` and DepRound the counter-based generator of
+:mod:`rad._backends.rng`, so all backends return bit-identical results for the same input
+and key, for any number of threads. ``threads`` is accepted and ignored here.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from rad._backends import radix_select as _radix
+from rad._backends.canonical import BLOCK, block_totals, canonical_prefix, finish_selection, round_sequence
+from rad._backends.contract import CappedArrays
+from rad._backends.params import Params, probabilities_from_params
+from rad._backends.rng import MERGE_STREAM, stream_state
+
+__all__ = ["SORTFREE", "has_openmp", "name"]
+
+name = "numpy"
+has_openmp = False
+SORTFREE = True
+def first_invalid(x: np.ndarray, threads: int = 1) -> int:
+    """Index of the first NaN, infinite or negative entry, or -1."""
+    bad = np.flatnonzero(~(np.isfinite(x) & (x >= 0)))
+    return int(bad[0]) if bad.shape[0] else -1
+
+
+def argsort_desc(g: np.ndarray, threads: int = 1) -> np.ndarray:
+    """Stable argsort by descending value (ties keep their original order)."""
+    return np.argsort(-np.asarray(g, dtype=np.float64), kind="stable").astype(np.int64)
+
+
+def _losses(g: np.ndarray, losses: np.ndarray | None, w: float) -> np.ndarray:
+    return np.asarray(losses, dtype=np.float64) if losses is not None else w * g
+
+
+def theorem1_scan(
+    gains: np.ndarray,
+    losses: np.ndarray | None,
+    w: float,
+    perm: np.ndarray,
+    m: float,
+    threads: int = 1,
+) -> tuple[int, float]:
+    """Theorem 1's ``k*`` by the threshold form, and ``G_n``.
+
+    In descending-gain order, a tie group starting at position ``k`` joins the support
+    iff ``g_k H_k >= G_k - m`` (exclusive prefix sums; DESIGN §1: ``N`` is unimodal and a
+    group is in or out as a whole). Returns the end of the last joining group and the
+    sum of ``g/a`` over points with ``a > 0``. Points with ``a == 0`` contribute 0.
+    """
+    gs = np.asarray(gains, dtype=np.float64)[perm]
+    a = gs + _losses(gs, None if losses is None else np.asarray(losses)[perm], w)
+    pos = a > 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        hp = canonical_prefix(np.where(pos, 1.0 / a, 0.0))
+        gp = canonical_prefix(np.where(pos, gs / a, 0.0))
+    starts = np.flatnonzero(np.diff(gs, prepend=np.nan) != 0)
+    h_excl = np.where(starts > 0, hp[starts - 1], 0.0)
+    g_excl = np.where(starts > 0, gp[starts - 1], 0.0)
+    joins = gs[starts] * h_excl >= g_excl - m
+    fails = np.flatnonzero(~joins)
+    kstar = int(starts[fails[0]]) if fails.shape[0] else gs.shape[0]
+    return kstar, float(gp[-1])
+
+
+def support_block_sums(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, tau: float, threads: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per block, over points with ``g >= tau`` and ``a > 0``: :func:`block_totals` of
+    ``r = 1/a`` and ``g * r``, the count and the smallest ``a``."""
+    g = np.asarray(gains, dtype=np.float64)
+    a = g + _losses(g, losses, w)
+    mask = (g >= tau) & (a > 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r = 1.0 / a
+        gr = g * r  # 0 * inf = nan where a == 0: masked out below
+    starts = np.arange(0, g.shape[0], BLOCK)
+    counts = np.add.reduceat(mask.astype(np.int64), starts) if g.shape[0] else np.zeros(0, np.int64)
+    mins = np.minimum.reduceat(np.where(mask, a, np.inf), starts) if g.shape[0] else np.zeros(0)
+    return block_totals(np.where(mask, r, 0.0)), block_totals(np.where(mask, gr, 0.0)), counts, mins
+
+
+def support_sums(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, tau: float, threads: int = 1
+) -> tuple[float, float, int, float]:
+    """Over points with ``g >= tau`` and ``a > 0`` (original order, canonical block totals):
+    ``(sum r, sum g * r, count, min a)`` with ``r = 1/a``."""
+    h, gg, counts, mins = support_block_sums(gains, losses, w, tau)
+    return _total(h), _total(gg), int(counts.sum()), float(mins.min()) if mins.shape[0] else float("inf")
+
+
+def _total(block_values: np.ndarray) -> float:
+    """Block totals added sequentially in block order (the canonical total)."""
+    return float(np.cumsum(block_values)[-1]) if block_values.shape[0] else 0.0
+
+
+def materialize(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, params: Params, threads: int = 1
+) -> np.ndarray:
+    """The probabilities defined by ``params`` (see :mod:`rad._backends.params`)."""
+    return probabilities_from_params(gains, losses, w, params)
+
+
+def support_stats(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, params: Params, threads: int = 1
+) -> tuple[int, float]:
+    """``(number of q_i > 0, smallest gain with q_i > 0)``."""
+    q = materialize(gains, losses, w, params, threads)
+    mask = q > 0
+    count = int(np.count_nonzero(mask))
+    return count, float(np.asarray(gains)[mask].min()) if count else float("inf")
+
+
+# ------------------------------------------------------------------------ capped path
+
+
+def _excl(prefix: np.ndarray, pos: int) -> float:
+    """The exclusive prefix sum at ``pos``."""
+    return float(prefix[pos - 1]) if pos > 0 else 0.0
+
+
+def capped_eval(
+    ctx: CappedArrays, nu: float, b: float, m: float, threads: int = 1
+) -> tuple[float, float, bool, float, float, float]:
+    """The capped path's ``F(nu)``, its right slope and the boundary group.
+
+    ``docs/design.md`` §1, "Dualising": fill the budget in descending-gain order up to
+    ``min(1, nu/a_i)``, the rest on the smallest losses; ``F = filled gain - m nu``.
+    Returns ``(value, slope, fill is loss, cut, resid, group total)``.
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        cap = np.where(ctx.a_g <= nu, 1.0, nu / ctx.a_g)
+        above = ctx.a_g > nu
+        p_ga = canonical_prefix(np.where(above, ctx.g_g / ctx.a_g, 0.0))
+        p_ia = canonical_prefix(np.where(above, 1.0 / ctx.a_g, 0.0))
+    p_cap = canonical_prefix(cap)
+    p_gcap = canonical_prefix(ctx.g_g * cap)
+    if p_cap[-1] >= b:
+        # Budget runs out on the gain segments: boundary group J in descending gain.
+        ends = ctx.ends_g
+        j = int(np.searchsorted(p_cap[ends - 1], b, side="left"))
+        start = int(ends[j - 1]) if j > 0 else 0
+        before = _excl(p_cap, start)
+        cut = float(ctx.g_g[start])
+        resid = b - before
+        value = _excl(p_gcap, start) + cut * resid - m * nu
+        # d/dnu: each uncapped point before J gains (g_i - g_J)/a_i; the adversary costs m.
+        slope = (_excl(p_ga, start) - cut * _excl(p_ia, start)) - m
+        return value, slope, False, cut, resid, float(p_cap[ends[j] - 1]) - before
+    # All gain segments filled; the remaining budget goes to the smallest losses.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        cap_l = np.where(ctx.a_l <= nu, 1.0, nu / ctx.a_l)
+        above_l = ctx.a_l > nu
+        q_la = canonical_prefix(np.where(above_l, ctx.l_l / ctx.a_l, 0.0))
+        q_ia = canonical_prefix(np.where(above_l, 1.0 / ctx.a_l, 0.0))
+    room = 1.0 - cap_l
+    p_room = canonical_prefix(room)
+    p_lroom = canonical_prefix(ctx.l_l * room)
+    rest = b - float(p_cap[-1])
+    ends = ctx.ends_l
+    t = min(int(np.searchsorted(p_room[ends - 1], rest, side="left")), ends.shape[0] - 1)
+    start = int(ends[t - 1]) if t > 0 else 0
+    before = _excl(p_room, start)
+    cut = float(ctx.l_l[start])
+    resid = rest - before
+    value = float(p_gcap[-1]) - _excl(p_lroom, start) - cut * resid - m * nu
+    slope = (
+        float(p_ga[-1]) + cut * (float(p_ia[-1]) - _excl(q_ia, start)) + _excl(q_la, start) - m
+    )
+    return value, slope, True, cut, resid, float(p_room[ends[t] - 1]) - before
+
+
+# --------------------------------------------------------------------------- DepRound
+
+def depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray:
+    """DepRound of ``q`` (sum ~ ``b``) into exactly ``b`` sorted distinct indices.
+
+    Blocks of :data:`BLOCK` items are rounded independently (stream = block index), their
+    leftovers merged in block order on :data:`rad._backends.rng.MERGE_STREAM`.
+    """
+    q = np.asarray(q, dtype=np.float64)
+    taken: list[int] = []
+    left_idx: list[int] = []
+    left_mass: list[float] = []
+    for blk, lo in enumerate(range(0, q.shape[0], BLOCK)):
+        t, pick, held = round_sequence(q[lo : lo + BLOCK], stream_state(key, blk))
+        taken.extend(lo + i for i in t)
+        if held > 0:
+            left_idx.append(lo + pick)
+            left_mass.append(held)
+    t, pick, _ = round_sequence(np.asarray(left_mass), stream_state(key, MERGE_STREAM))
+    taken.extend(left_idx[i] for i in t)
+    return finish_selection(taken, left_idx[pick] if pick >= 0 else -1, b)
+
+
+def depround_params(
+    gains: np.ndarray,
+    losses: np.ndarray | None,
+    w: float,
+    params: Params,
+    b: int,
+    key: int,
+    threads: int = 1,
+) -> np.ndarray:
+    """DepRound of the probabilities defined by ``params`` (materialised here)."""
+    return depround_q(materialize(gains, losses, w, params), b, key)
+
+
+def depround_blocks(
+    gains: np.ndarray,
+    losses: np.ndarray | None,
+    w: float,
+    params: Params,
+    key: int,
+    offset: int,
+    first_stream: int,
+    threads: int = 1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The per-block phase of DepRound on one chunk (:mod:`rad.dask`): the positions taken
+    (plus ``offset``) and each block's leftover index (-1 for none) and mass."""
+    q = materialize(gains, losses, w, params)
+    taken: list[int] = []
+    idx: list[int] = []
+    mass: list[float] = []
+    for j, lo in enumerate(range(0, q.shape[0], BLOCK)):
+        t, pick, held = round_sequence(q[lo : lo + BLOCK], stream_state(key, first_stream + j))
+        taken.extend(offset + lo + i for i in t)
+        idx.append(offset + lo + pick if pick >= 0 else -1)
+        mass.append(held)
+    return np.asarray(taken, np.int64), np.asarray(idx, np.int64), np.asarray(mass)
+
+
+# ------------------------------------------------------------- sort-free threshold search
+
+
+def _ordered_bits(gains: np.ndarray) -> tuple[np.ndarray, int]:
+    """Bits of non-negative floats in value order (-0.0 folded onto 0), and their width."""
+    nbits = 32 if gains.dtype == np.float32 else 64
+    raw = gains.view(np.uint32 if nbits == 32 else np.uint64).astype(np.uint64)
+    raw[raw == np.uint64(1 << (nbits - 1))] = 0
+    return raw, nbits
+
+
+def bit_histogram(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, shift: int, pshift: int, prefix: int,
+    threads: int = 1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """One level of the radix select (:mod:`rad._backends.radix_select`)."""
+    g = np.asarray(gains)
+    bad = bool(first_invalid(g) >= 0)
+    ok = np.isfinite(g) & (g >= 0)
+    bits, nbits = _ordered_bits(np.where(ok, g, 0).astype(g.dtype))
+    sel = ok if pshift >= nbits else ok & ((bits >> np.uint64(pshift)) == np.uint64(prefix))
+    g64 = g[sel].astype(np.float64)
+    a = g64 + (np.asarray(losses, dtype=np.float64)[sel] if losses is not None else w * g64)
+    with np.errstate(divide="ignore", over="ignore"):  # subnormal a: inf, which the search reports
+        r = np.where(a > 0, 1.0 / np.where(a > 0, a, 1.0), 0.0)
+    bins = ((bits[sel] >> np.uint64(shift)) & np.uint64(_radix.NBINS - 1)).astype(np.int64)
+    count = np.bincount(bins, minlength=_radix.NBINS).astype(np.int64)
+    h = np.bincount(bins, weights=r, minlength=_radix.NBINS)
+    gsum = np.bincount(bins, weights=g64 * r, minlength=_radix.NBINS)
+    lowest = np.full(_radix.NBINS, np.inf)
+    np.minimum.at(lowest, bins, g64)
+    return count, h, gsum, lowest, bad
+
+
+def bit_gather(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, shift: int, key: int, count: int, threads: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(g, a)`` of the points whose ordered bits above ``shift`` equal ``key``."""
+    bits, _ = _ordered_bits(np.asarray(gains))
+    sel = (bits >> np.uint64(shift)) == np.uint64(key)
+    g64 = np.asarray(gains)[sel].astype(np.float64)
+    a = g64 + (np.asarray(losses, dtype=np.float64)[sel] if losses is not None else w * g64)
+    return g64, a
+
+
+def threshold_search(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, m: float, threads: int = 1
+) -> tuple[int, float, int, float]:
+    """Sort-free k* (:mod:`rad._backends.radix_select`): ``(status, tau, kstar, g_total)``."""
+    return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)

@@ -1,0 +1,128 @@
+"""The level loop of the sort-free search for Theorem 1's support (``docs/design.md`` §1).
+
+With ``D(t) = t H(>t) - G(>t) + m`` (``H``, ``G``: sums of ``1/a`` and ``g/a`` over points
+with ``g > t``), a tie group at gain ``y`` joins the support iff ``D(y) >= 0``, and ``D``
+increases with ``t``. So the support is ``{g >= tau}`` with ``tau`` the smallest gain with
+``D >= 0``: a radix select over the float bit patterns, 16 bits per level. Each level
+asks a backend's :meth:`~rad._backends.contract.Kernels.bit_histogram`, scans the bins
+from the top to the first whose lower edge has ``D < 0``, and descends into it; a bin with
+few points is gathered (:meth:`~rad._backends.contract.Kernels.bit_gather`) and resolved
+exactly. A decision within rounding of a tie is reported (status 1) so that the caller
+consults the sorted scan: both paths always agree. The C++ backend runs the same loop in
+``cpp/include/rad/threshold.hpp``; :mod:`rad.dask` runs it over chunk histograms.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["DIGIT", "GATHER_MAX", "NBINS", "radix_select", "threshold_search"]
+
+#: Bits resolved per level, and the bins of one level's histogram.
+DIGIT = 16
+NBINS = 1 << DIGIT
+#: A boundary bin with at most this many points is gathered and resolved exactly.
+GATHER_MAX = 1 << 18
+
+Histogram = Callable[[int, int, int], tuple]
+Gather = Callable[[int, int, int], tuple]
+
+
+def edge_value(u: int, nbits: int) -> float:
+    """The float whose ordered bit pattern is ``u``."""
+    dtype = np.uint32 if nbits == 32 else np.uint64
+    return float(np.array([u], dtype=dtype).view(np.float32 if nbits == 32 else np.float64)[0])
+
+
+
+def radix_select(histogram: Histogram, gather: Gather, nbits: int, m: float) -> tuple[int, float, int, float]:
+    """The level loop of the sort-free search, over any source of histograms.
+
+    ``histogram(shift, pshift, prefix)`` returns per-bin ``(count, sum 1/a, sum g/a, min g,
+    any_invalid)`` over the points whose bits above ``pshift`` equal ``prefix``;
+    ``gather(shift, key, count)`` returns the ``(g, a)`` of the points of one bin. A single
+    array (this module) and a Dask array (:mod:`rad.dask`) share this loop.
+    """
+    inf = float("inf")
+    acc_h = acc_g = 0.0
+    acc_n = 0
+    last_min, pass_d, fail_d = inf, inf, -inf
+    prefix, shift, level = 0, nbits - DIGIT, 0
+    g_total = 0.0
+    scale = m
+    while True:
+        pshift = shift + DIGIT
+        cnt, hh, gg, mn, bad = histogram(shift, pshift, prefix)
+        if bad:
+            return 2, 0.0, 0, 0.0
+        if level == 0:
+            g_total = 0.0
+            for v in gg.tolist():
+                g_total += v
+            scale += g_total
+        boundary, lowest = -1, -1
+        nonzero = np.flatnonzero(cnt)[::-1]
+        for b in nonzero.tolist():
+            lowest = b
+            edge = edge_value(((prefix << pshift) if pshift < nbits else 0) | (b << shift), nbits)
+            h2, g2 = acc_h + float(hh[b]), acc_g + float(gg[b])
+            d_edge = edge * h2 - g2 + m
+            if d_edge < 0:
+                boundary, fail_d = b, d_edge
+                break
+            pass_d = d_edge
+            acc_h, acc_g = h2, g2
+            acc_n += int(cnt[b])
+            last_min = float(mn[b])
+        if boundary < 0:
+            if lowest < 0:
+                return 0, 0.0, 0, g_total
+            acc_h -= float(hh[lowest])
+            acc_g -= float(gg[lowest])
+            acc_n -= int(cnt[lowest])
+            boundary = lowest
+        key = (((prefix << DIGIT) if pshift < nbits else 0) | boundary)
+        if cnt[boundary] > GATHER_MAX and shift > 0:
+            prefix, shift, level = key, shift - DIGIT, level + 1
+            continue
+        vals, avals = gather(shift, key, int(cnt[boundary]))
+        order = np.argsort(-vals, kind="stable")
+        vals, avals = vals[order], avals[order]
+        h, gs, tau, k = acc_h, acc_g, last_min, acc_n
+        d_in, d_out = pass_d, fail_d
+        s = 0
+        while s < vals.shape[0]:
+            y = float(vals[s])
+            d = y * h - gs + m
+            if d < 0:
+                d_out = d
+                break
+            d_in = inf if k == 0 else d
+            tau = y
+            while s < vals.shape[0] and vals[s] == y:
+                a = float(avals[s])
+                if a > 0:
+                    h += 1.0 / a
+                    gs += y / a
+                s += 1
+                k += 1
+        margin = 1e-10 * (abs(tau) * h + gs + m)
+        status = int(abs(d_in) < margin or abs(d_out) < margin or abs(g_total - m) < 1e-10 * scale)
+        if not all(np.isfinite([h, gs, g_total])) or d_in != d_in or d_out != d_out:
+            status = 1  # 1/a overflowed (subnormal input): let the sorted scan decide
+        return status, tau, k, g_total
+
+
+def threshold_search(kernels, gains, losses, w: float, m: float, threads: int) -> tuple[int, float, int, float]:
+    """The sort-free search on one array through a backend's histogram and gather kernels."""
+    nbits = 32 if gains.dtype == np.float32 else 64
+
+    def histogram(shift: int, pshift: int, prefix: int) -> tuple:
+        return kernels.bit_histogram(gains, losses, w, shift, pshift, prefix, threads)
+
+    def gather(shift: int, key: int, count: int) -> tuple:
+        return kernels.bit_gather(gains, losses, w, shift, key, count, threads)
+
+    return radix_select(histogram, gather, nbits, float(m))

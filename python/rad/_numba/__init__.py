@@ -1,1 +1,0 @@
-"""Numba fallbacks with the same signatures as the C++ kernels (see :mod:`.backend`)."""

@@ -1,0 +1,149 @@
+"""The exact batch game solver (``docs/design.md`` §1): every decision, once, for every backend.
+
+Two paths:
+
+* **Theorem 1 path.** Sort by descending gain, find ``k*`` by the threshold form, and
+  if no probability would exceed 1 (``b * max p* <= 1``, i.e. ``nu = b / H <= min a``)
+  the optimum is exactly ``q = b p*`` with value ``b * OPT``.
+* **Capped path.** Otherwise maximise the concave, piecewise-linear dual function
+  ``F(nu)`` (:mod:`rad._solve.capped`).
+
+Backends supply the O(n) kernels; the decisions are made here, once.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import replace
+
+import numpy as np
+
+from rad._backends.params import Params
+from rad._solve.capped import CappedContext, maximise_dual
+from rad._solve.game import Game
+from rad._solve.solution import NetHarmWarning, Solution
+from rad._solve.validation import check_values
+
+__all__ = ["solve_game"]
+
+#: A boundary group whose share of the budget is below this (relative to ``b``) is
+#: floating-point residue at a breakpoint of ``F``, not a real fractional item.
+_SNAP = 1e-11
+
+
+class _Overflow(ArithmeticError):
+    """1/a overflowed (subnormal gains or losses): solve again on rescaled copies."""
+
+
+def solve_game(game: Game) -> Solution:
+    """Solve a validated game exactly.
+
+    Theorem 1's support is found by the sort-free radix select when ``game.sortfree``,
+    else by a radix sort and prefix sums. Both give the same ``k*`` and threshold: the
+    sort-free search reports any decision within rounding of a tie, and the sorted scan
+    then decides.
+
+    Subnormal inputs can make ``1/a`` overflow. Then the game is solved on copies of the
+    gains and losses multiplied by a power of two (exact, and the game is
+    scale-equivariant); the solution keeps those copies and reports ``scale_exponent``.
+    """
+    try:
+        return _solve_game(game)
+    except _Overflow:
+        g64 = np.asarray(game.gains, dtype=np.float64)
+        a = g64 + (game.losses if game.losses is not None else game.kernel_w * g64)
+        positive = a[a > 0]
+        # 2**e puts the smallest positive a near 2**-990: every 1/a and every sum of up to
+        # 2**30 of them stays finite, and the largest a stays far below overflow.
+        e = -990 - int(np.frexp(positive.min())[1])
+        if int(np.frexp(positive.max())[1]) + e > 1000:
+            raise ValueError(
+                "gains and losses span too many orders of magnitude (subnormal values next "
+                "to huge ones): 1/a cannot be represented; rescale or clip the tiny values"
+            )
+        g2 = np.ldexp(g64, e)
+        l2 = None if game.losses is None else np.ldexp(game.losses, e)
+        sol = _solve_game(replace(game, gains=g2, losses=l2))
+        return replace(
+            sol, value=math.ldexp(sol.value, -e), threshold=math.ldexp(sol.threshold, -e), scale_exponent=e
+        )
+
+
+def _solve_game(game: Game) -> Solution:
+    gains, losses, m, b = game.gains, game.losses, game.m, game.b
+    backend, threads = game.backend, game.threads
+    n = game.n
+    w_k = game.kernel_w
+
+    def done(value: float, k_star: int, threshold: float, capped: bool, params: Params) -> Solution:
+        return Solution(
+            value=value, k_star=k_star, threshold=threshold, w=game.w, m=m, b=b, n=n,
+            capped=capped, params=params, gains=gains, losses=losses,
+        )
+
+    if b == 0:
+        return done(0.0, 0, float("inf"), False, Params("gain", 0.0))
+    if b == n:
+        value = _value_of_everything(gains, losses, w_k, m)
+        _warn_if_harmful(value, gains, losses, w_k, b)
+        return done(value, n, float(np.min(gains)), n > 0, Params("loss", 0.0))
+
+    perm = None
+    found = None
+    if game.sortfree:
+        status, tau, kstar, g_total = backend.threshold_search(gains, losses, w_k, m, threads)
+        if status == 2:  # a NaN, inf or negative gain: the usual error, index included
+            check_values(gains, "gains", lambda x: backend.first_invalid(x, threads))
+        if status == 0:
+            found = (float(tau), int(kstar), float(g_total))
+    if found is None:
+        perm = backend.argsort_desc(gains, threads)
+        kstar, g_total = backend.theorem1_scan(gains, losses, w_k, perm, m, threads)
+        found = (float(gains[perm[kstar - 1]]), int(kstar), float(g_total))
+    tau, kstar, g_total = found
+    if g_total >= m:
+        if tau > 0:
+            h, g, count, min_a = backend.support_sums(gains, losses, w_k, tau, threads)
+            if not (math.isfinite(h) and math.isfinite(g)):
+                raise _Overflow
+            nu = b / h
+            if nu <= min_a:
+                value = b * ((g - m) / h)
+                return done(value, count, tau, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0))
+
+    if perm is None and losses is None:
+        perm = backend.argsort_desc(gains, threads)
+    ctx = CappedContext.build(gains, losses, w_k, perm, backend, threads)
+    nu, ev = maximise_dual(ctx, b, m)
+    if not (math.isfinite(ev.value) and math.isfinite(nu)):
+        raise _Overflow
+    frac = 0.0 if ev.resid <= _SNAP * b else min(1.0, ev.resid / ev.group_total)
+    if ev.fill == "gain":
+        params = Params("gain", nu, gain_cut=ev.cut, gain_frac=frac)
+    else:
+        params = Params("loss", nu, loss_cut=ev.cut, loss_frac=frac)
+    count, threshold = backend.support_stats(gains, losses, w_k, params, threads)
+    _warn_if_harmful(ev.value, gains, losses, w_k, b)
+    return done(ev.value, count, threshold, True, params)
+
+
+def _warn_if_harmful(value: float, gains: np.ndarray, losses, w: float, b: int) -> None:
+    scale = b * float(np.max(gains)) * (1.0 + w) + (float(np.max(losses)) if losses is not None else 0.0)
+    if value < -1e-12 * scale:
+        warnings.warn(
+            f"the game's value is negative ({value:.6g}): with this many teacher mistakes the "
+            "teacher is expected to do net harm on any batch of this size; the returned "
+            "selection is still the exact minimax optimum",
+            NetHarmWarning,
+            stacklevel=4,
+        )
+
+
+def _value_of_everything(gains: np.ndarray, losses, w: float, m: float) -> float:
+    """Value of ``q = 1``: the gains minus the ``m`` largest ``a_i`` (fractional ``m``)."""
+    g = np.asarray(gains, dtype=np.float64)
+    a = np.sort(g + (np.asarray(losses, dtype=np.float64) if losses is not None else w * g))[::-1]
+    whole = int(math.floor(m))
+    attacked = math.fsum(a[:whole].tolist()) + ((m - whole) * a[whole] if whole < a.shape[0] else 0.0)
+    return math.fsum(g.tolist()) - attacked

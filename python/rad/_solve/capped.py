@@ -1,0 +1,145 @@
+"""The capped path of the batch game: maximise the concave dual ``F(nu)`` exactly.
+
+``docs/design.md`` §1, "Dualising": for a water level ``nu`` the best batch fills points in
+descending-gain order up to ``min(1, nu/a_i)`` until the budget is spent (the rest on the
+smallest losses), and ``F(nu)`` is that fill's gain minus ``m nu``. ``F`` is concave and
+piecewise linear; ``OPT_b = max F``. The search intersects supporting lines, with a
+bisection safeguard; each evaluation is one O(n) backend kernel
+(:meth:`~rad._backends.contract.Kernels.capped_eval`) on arrays sorted once here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from rad._backends.contract import Kernels
+
+__all__ = ["CappedContext", "Evaluation", "maximise_dual"]
+
+_MAX_ITER = 400
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """``F`` at one ``nu``: value, right slope and the boundary group of the fill."""
+
+    value: float  # F(nu)
+    slope: float  # right derivative F'(nu+)
+    fill: Literal["gain", "loss"]
+    cut: float  # gain (or loss) of the boundary tie group
+    resid: float  # budget left for the boundary group
+    group_total: float  # that group's capacity
+
+
+@dataclass(frozen=True)
+class CappedContext:
+    """Points sorted by descending gain (``*_g``) and by ascending loss (``*_l``)."""
+
+    g_g: np.ndarray
+    a_g: np.ndarray
+    ends_g: np.ndarray
+    l_l: np.ndarray
+    a_l: np.ndarray
+    ends_l: np.ndarray
+    g_max: float
+    a_max: float
+    backend: Kernels
+    threads: int = 1
+
+    @staticmethod
+    def build(
+        gains: np.ndarray, losses: np.ndarray | None, w: float, perm_g: np.ndarray | None, backend: Kernels,
+        threads: int,
+    ) -> CappedContext:
+        """Sort once: by descending gain (``perm_g`` for RAD losses) and ascending loss."""
+        g = np.asarray(gains, dtype=np.float64)
+        if losses is None:
+            # l = w g: equal gains have equal losses, so any stable order of the tie groups
+            # gives the same sorted arrays; ascending loss is descending gain reversed.
+            g_g = g[perm_g]
+            l_g = w * g_g
+            a_g = g_g + l_g
+            l_l, a_l = l_g[::-1].copy(), a_g[::-1].copy()
+        else:
+            # Break ties by the other key, so the sorted arrays (and every sum over them)
+            # are the same for any permutation of the input: exact permutation equivariance.
+            l = np.asarray(losses, dtype=np.float64)
+            order_g = np.lexsort((l, -g))
+            order_l = np.lexsort((-g, l))
+            g_g, l_g = g[order_g], l[order_g]
+            a_g = g_g + l_g
+            l_l = l[order_l]
+            a_l = g[order_l] + l_l
+        return CappedContext(
+            g_g=g_g, a_g=a_g, ends_g=_group_ends(g_g), l_l=l_l, a_l=a_l,
+            ends_l=_group_ends(l_l), g_max=float(g_g[0]), a_max=float(a_g.max()),
+            backend=backend, threads=threads,
+        )
+
+
+def _group_ends(sorted_values: np.ndarray) -> np.ndarray:
+    """Exclusive end positions of the runs of equal values."""
+    change = np.flatnonzero(np.diff(sorted_values) != 0) + 1
+    return np.append(change, sorted_values.shape[0]).astype(np.int64)
+
+
+def _capped_eval(ctx: CappedContext, nu: float, b: int, m: float) -> Evaluation:
+    """``F(nu)`` through the backend's kernel (every backend gives the same bits)."""
+    value, slope, fill_loss, cut, resid, group_total = ctx.backend.capped_eval(ctx, nu, b, m, ctx.threads)
+    return Evaluation(value, slope, "loss" if fill_loss else "gain", cut, resid, group_total)
+
+
+def _bisect_bits(lo: float, hi: float) -> float:
+    """Midpoint of two non-negative doubles in bit-pattern order (at most 64 halvings)."""
+    ilo = np.float64(lo).view(np.int64)
+    ihi = np.float64(hi).view(np.int64)
+    return float(np.int64(ilo + (ihi - ilo) // 2).view(np.float64))
+
+
+def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluation]:
+    """Maximise the concave piecewise-linear ``F`` over ``nu in [0, max a]``.
+
+    Supporting lines at ``lo`` (slope > 0) and ``hi`` (slope <= 0) bound ``F`` from above;
+    their intersection ``x`` is the next trial. ``F(x)`` equal to that bound proves ``x``
+    optimal (to ``tol``). Each step either finishes or reveals a new linear piece; a
+    bisection every time the bracket fails to halve keeps the worst case logarithmic.
+    """
+    lo, ev_lo = 0.0, _capped_eval(ctx, 0.0, b, m)
+    if ev_lo.slope <= 0:
+        return lo, ev_lo
+    hi, ev_hi = ctx.a_max, _capped_eval(ctx, ctx.a_max, b, m)
+    # Stop only at the rounding level of F (its terms reach b max g and m max a): the value
+    # can be tiny next to those terms, and a looser stop would cost relative accuracy.
+    tol = 8 * np.finfo(float).eps * (b * ctx.g_max + m * ctx.a_max)
+    best_nu, best = (hi, ev_hi) if ev_hi.value >= ev_lo.value else (lo, ev_lo)
+    bisect_next = False
+    for _ in range(_MAX_ITER):
+        s_lo, s_hi = ev_lo.slope, ev_hi.slope
+        x = (ev_hi.value - ev_lo.value + s_lo * lo - s_hi * hi) / (s_lo - s_hi)
+        # The supporting lines meet at x: no F on [lo, hi] exceeds their value there.
+        bound = ev_lo.value + s_lo * (min(max(x, lo), hi) - lo)
+        if bound - best.value <= tol:
+            # The bound is attained at x, the kink between the two pieces; it carries the
+            # rounding of F_lo, which can exceed a tiny optimum, so evaluate x itself.
+            if lo < x < hi:
+                ev = _capped_eval(ctx, x, b, m)
+                if ev.value >= best.value:
+                    best_nu, best = x, ev
+            break
+        if bisect_next or not (lo < x < hi):
+            x = _bisect_bits(lo, hi)
+        if not (lo < x < hi):
+            break
+        ev = _capped_eval(ctx, x, b, m)
+        if ev.value > best.value:
+            best_nu, best = x, ev
+        width = hi - lo
+        if ev.slope > 0:
+            lo, ev_lo = x, ev
+        else:
+            hi, ev_hi = x, ev
+        bisect_next = not bisect_next and (hi - lo) > 0.5 * width
+    return best_nu, best

@@ -1,0 +1,85 @@
+"""What :func:`rad.solve` returns: the game's value and the compact optimal probabilities.
+
+The probabilities themselves are defined by five scalars (:class:`rad._backends.params.Params`),
+so a solution for a billion-point pool is a few numbers, not an 8 GB array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rad._backends.params import Params, probabilities_from_params
+
+__all__ = ["NetHarmWarning", "Solution", "SolutionSummary"]
+
+
+class NetHarmWarning(RuntimeWarning):
+    """The game's value is negative: the teacher is expected to do net harm."""
+
+
+@dataclass(frozen=True)
+class SolutionSummary:
+    """The solution without its arrays (what :mod:`rad.dask` returns).
+
+    Attributes
+    ----------
+    value : float
+        The game's value ``OPT_b``: the expected gain of the batch against the worst
+        placement of the teacher's ``m`` mistakes. Negative means net harm.
+    k_star : int
+        Support size: how many points have a positive inclusion probability.
+    threshold : float
+        The boundary gain: the smallest gain with a positive probability (``inf`` when
+        ``b == 0``).
+    w, m, b, n : float, float, int, int
+        The loss weight used (``nan`` with general losses), the mistakes, the budget, the
+        pool size.
+    capped : bool
+        True when some probability is capped at 1, i.e. the solution is not ``b * p*``.
+    params : Params
+        The scalars that define every probability (see :mod:`rad._backends.params`).
+    """
+
+    value: float
+    k_star: int
+    threshold: float
+    w: float
+    m: float
+    b: int
+    n: int
+    capped: bool
+    params: Params
+
+
+@dataclass(frozen=True)
+class Solution(SolutionSummary):
+    """The optimal batch inclusion probabilities, kept compact.
+
+    The fields of :class:`SolutionSummary`, plus references to the inputs (no copy) so
+    that :meth:`probabilities` can materialise ``q``, and
+
+    scale_exponent : int
+        0, or ``e`` when ``gains`` and ``losses`` here are the caller's times ``2**e``
+        because ``1/a`` overflowed for subnormal input (``params`` are in those units;
+        ``value`` and ``threshold`` are in the caller's).
+    """
+
+    gains: np.ndarray = field(repr=False, compare=False, default=None)
+    losses: np.ndarray | None = field(repr=False, compare=False, default=None)
+    scale_exponent: int = 0
+
+    @property
+    def nu(self) -> float:
+        """The adversary's water level: points with ``q_i a_i = nu`` are the ones it attacks."""
+        return self.params.nu
+
+    def probabilities(self) -> np.ndarray:
+        """The inclusion probabilities ``q`` (float64, original order, sum ``b``).
+
+        Allocates ``8 n`` bytes; for huge pools prefer :func:`rad.select`, which streams
+        them.
+        """
+        w = 0.0 if self.losses is not None else self.w
+        return probabilities_from_params(self.gains, self.losses, w, self.params)
