@@ -125,7 +125,7 @@ class RADHeuristic(AbstractHeuristic):
         rest = np.ones(n, dtype=bool)
         rest[self.selection_.order] = False
         others = np.flatnonzero(rest)
-        others = others[np.lexsort((others, -q[others]))]
+        others = others[np.argsort(-q[others], kind="stable")]  # ties: by index
         return np.concatenate([self.selection_.order, others]), q
 
     def get_uncertainties(self, predictions: Any, target_predictions: Any = None) -> NDArray[np.float64]:
