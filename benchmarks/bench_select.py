@@ -11,7 +11,6 @@ import pytest
 
 import rad
 from rad._backends import get_backend
-
 from reference import numpy_select, sequential_depround
 
 N = 1_000_000

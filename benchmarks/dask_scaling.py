@@ -40,7 +40,8 @@ def main() -> int:
     args = ap.parse_args()
     path = Path(args.path)
     if not path.exists():
-        import subprocess, sys
+        import subprocess
+        import sys
 
         subprocess.run([sys.executable, str(HERE / "scaling.py"), "--only", "big", "--big-path", str(path)], check=True)
     mm = np.load(path, mmap_mode="r")

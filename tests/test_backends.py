@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 import rad
+from conftest import BACKENDS
 from rad._backends import ORDER, get_backend
 from rad._backends.canonical import BLOCK
 from rad._backends.contract import Kernels, missing_kernels
-
-from conftest import BACKENDS
 
 
 def test_report_lists_every_backend() -> None:

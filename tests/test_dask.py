@@ -60,8 +60,10 @@ def test_aligned_chunks_match_select(client, kind: str) -> None:
         m = frac * n
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", rad.NetHarmWarning)
+            # Where caps bind, rad.dask gathers the gains (documented, with this warning).
+            warnings.filterwarnings("ignore", "rad.dask: the optimum caps", RuntimeWarning)
             _same_solution(rd.solve(x, m, b), rad.solve(g, m, b))
-        np.testing.assert_array_equal(rd.select(x, m, b, rng=11), rad.select(g, m, b, rng=11))
+            np.testing.assert_array_equal(rd.select(x, m, b, rng=11), rad.select(g, m, b, rng=11))
 
 
 def test_unaligned_chunks(client) -> None:

@@ -1,11 +1,17 @@
 // rad._core: thin, zero-copy pybind11 bindings. Arrays arrive validated, contiguous and
-// of the exact dtype (python/rad/_cpp_backend.py); the GIL is released around kernels.
+// of the exact dtype (python/rad/_backends/cpp_backend.py); the GIL is released around
+// kernels. Every entry point still checks what would make a kernel read or write out of
+// bounds (array lengths, index ranges, budgets, thread counts) and throws
+// std::invalid_argument (Python ValueError), so a direct rad._core call cannot crash.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "rad/capped.hpp"
 #include "rad/depround.hpp"
@@ -23,6 +29,45 @@ using OptLosses = std::optional<Arr<double>>;
 using ParamTuple = std::tuple<int, double, double, double, double, double>;
 
 namespace {
+
+void require(bool ok, const std::string& message) {
+    if (!ok) throw std::invalid_argument(message);
+}
+
+// The thread policy lives in Python (rad._backends.threads); here only a guard: at least
+// one thread, and never more than the machine has (results do not depend on the count).
+int checked_threads(int threads) {
+    require(threads >= 1, "threads must be >= 1, got " + std::to_string(threads));
+#ifdef RAD_HAVE_OPENMP
+    return std::min(threads, std::max(1, omp_get_num_procs()));
+#else
+    return 1;
+#endif
+}
+
+void check_losses(const OptLosses& losses, std::int64_t n) {
+    if (losses) {
+        require(losses->size() == n, "losses has " + std::to_string(losses->size()) + " entries, gains has " +
+                                         std::to_string(n));
+    }
+}
+
+void check_budget(std::int64_t b, std::int64_t n) {
+    require(b >= 0 && b <= n, "b must be in [0, " + std::to_string(n) + "], got " + std::to_string(b));
+}
+
+// Group ends of a sorted array: strictly increasing, the last one n.
+void check_ends(const Arr<std::int64_t>& ends, std::int64_t n, const char* name) {
+    const std::int64_t k = ends.size();
+    require(k >= 1 || n == 0, std::string(name) + " is empty");
+    const std::int64_t* e = ends.data();
+    std::int64_t prev = 0;
+    for (std::int64_t i = 0; i < k; ++i) {
+        require(e[i] > prev && e[i] <= n, std::string(name) + " must increase strictly within (0, n]");
+        prev = e[i];
+    }
+    require(k == 0 || prev == n, std::string(name) + " must end at n = " + std::to_string(n));
+}
 
 Losses make_losses(const OptLosses& losses, double w) {
     Losses L;
@@ -51,6 +96,7 @@ py::array_t<std::int64_t> to_array(std::vector<std::int64_t>&& v) {
 template <class T>
 void bind_for(py::module_& m) {
     m.def("first_invalid", [](Arr<T> x, int threads) {
+        threads = checked_threads(threads);
         const T* p = x.data();
         const std::int64_t n = x.size();
         py::gil_scoped_release nogil;
@@ -58,6 +104,7 @@ void bind_for(py::module_& m) {
     }, py::arg("x").noconvert(), py::arg("threads"));
 
     m.def("argsort", [](Arr<T> x, bool descending, int threads) {
+        threads = checked_threads(threads);
         const std::int64_t n = x.size();
         py::array_t<std::int64_t> perm(n);
         const T* p = x.data();
@@ -70,10 +117,14 @@ void bind_for(py::module_& m) {
     }, py::arg("x").noconvert(), py::arg("descending"), py::arg("threads"));
 
     m.def("theorem1_scan", [](Arr<T> g, OptLosses losses, double w, Arr<std::int64_t> perm, double m, int threads) {
+        threads = checked_threads(threads);
+        const std::int64_t n = g.size();
+        check_losses(losses, n);
+        require(perm.size() == n, "perm has " + std::to_string(perm.size()) + " entries, gains has " + std::to_string(n));
+        const std::int64_t* pp = perm.data();
+        for (std::int64_t i = 0; i < n; ++i) require(pp[i] >= 0 && pp[i] < n, "perm holds an index outside [0, n)");
         const Losses L = make_losses(losses, w);
         const T* gp = g.data();
-        const std::int64_t* pp = perm.data();
-        const std::int64_t n = g.size();
         py::gil_scoped_release nogil;
         auto r = rad::theorem1_scan(gp, L, pp, n, m, threads);
         return std::make_tuple(r.kstar, r.g_total);
@@ -83,6 +134,8 @@ void bind_for(py::module_& m) {
         const Losses L = make_losses(losses, w);
         const T* gp = g.data();
         const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
         py::gil_scoped_release nogil;
         auto r = rad::threshold_search(gp, L, n, m, threads);
         return std::make_tuple(r.status, r.tau, r.kstar, r.g_total);
@@ -92,6 +145,8 @@ void bind_for(py::module_& m) {
         const Losses L = make_losses(losses, w);
         const T* gp = g.data();
         const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
         py::gil_scoped_release nogil;
         auto r = rad::support_sums(gp, L, n, tau, threads);
         return std::make_tuple(r.h, r.g, r.count, r.min_a);
@@ -101,6 +156,8 @@ void bind_for(py::module_& m) {
         const Losses L = make_losses(losses, w);
         const T* gp = g.data();
         const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
         rad::BlockSums r;
         {
             py::gil_scoped_release nogil;
@@ -117,6 +174,8 @@ void bind_for(py::module_& m) {
         const Params P = make_params(params);
         const T* gp = g.data();
         const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
         rad::BlockPhase ph;
         {
             py::gil_scoped_release nogil;
@@ -140,6 +199,8 @@ void bind_for(py::module_& m) {
         const Params P = make_params(params);
         const T* gp = g.data();
         const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
         py::gil_scoped_release nogil;
         return rad::support_stats(gp, L, n, P, threads);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("threads"));
@@ -148,6 +209,8 @@ void bind_for(py::module_& m) {
         const Losses L = make_losses(losses, w);
         const Params P = make_params(params);
         const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
         py::array_t<double> out(n);
         const T* gp = g.data();
         double* op = out.mutable_data();
@@ -164,6 +227,9 @@ void bind_for(py::module_& m) {
         const Params P = make_params(params);
         const T* gp = g.data();
         const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
+        check_budget(b, n);
         std::vector<std::int64_t> out;
         {
             py::gil_scoped_release nogil;
@@ -184,8 +250,10 @@ PYBIND11_MODULE(_core, m) {
     bind_for<float>(m);
     bind_for<double>(m);
     m.def("depround_q", [](Arr<double> q, std::int64_t b, std::uint64_t key, int threads) {
+        threads = checked_threads(threads);
         const double* qp = q.data();
         const std::int64_t n = q.size();
+        check_budget(b, n);
         std::vector<std::int64_t> out;
         {
             py::gil_scoped_release nogil;
@@ -195,7 +263,12 @@ PYBIND11_MODULE(_core, m) {
     }, py::arg("q").noconvert(), py::arg("b"), py::arg("key"), py::arg("threads"));
     m.def("capped_eval", [](Arr<double> g_g, Arr<double> a_g, Arr<std::int64_t> ends_g, Arr<double> l_l,
                             Arr<double> a_l, Arr<std::int64_t> ends_l, double nu, double b, double m, int threads) {
+        threads = checked_threads(threads);
         const std::int64_t n = g_g.size();
+        require(a_g.size() == n && l_l.size() == n && a_l.size() == n, "capped_eval: the sorted arrays differ in length");
+        check_ends(ends_g, n, "ends_g");
+        check_ends(ends_l, n, "ends_l");
+        require(n > 0, "capped_eval needs at least one point");
         const double *gg = g_g.data(), *ag = a_g.data(), *ll = l_l.data(), *al = a_l.data();
         const std::int64_t *eg = ends_g.data(), *el = ends_l.data();
         const std::int64_t neg = ends_g.size(), nel = ends_l.size();
@@ -205,11 +278,4 @@ PYBIND11_MODULE(_core, m) {
     });
     m.attr("BLOCK") = rad::kBlock;
     m.attr("has_openmp") = rad::has_openmp();
-    m.def("max_threads", []() {
-#ifdef RAD_HAVE_OPENMP
-        return omp_get_max_threads();
-#else
-        return 1;
-#endif
-    });
 }

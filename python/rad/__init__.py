@@ -14,9 +14,7 @@ student learns the most while being misled the least (the minimax selection of
 from __future__ import annotations
 
 from rad._lazy import lazy_getattr
-
-
-__version__ = "0.1.0"
+from rad._version import __version__
 
 __all__ = [
     "NetHarmWarning",

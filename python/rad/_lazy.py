@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from importlib import import_module
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable
 
 __all__ = ["lazy_getattr"]
 

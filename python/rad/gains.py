@@ -282,7 +282,7 @@ def _rowwise(
     n, k = arr.shape
     rows = _resolve_rows(chunk_rows, k)
     tol = _resolve_atol(atol, arr.dtype, k) if (validate and not from_logits) else None
-    out = np.empty(n, dtype=work)
+    out: np.ndarray = np.empty(n, dtype=work)
     if n == 0:
         return out
     rows = min(rows, n)

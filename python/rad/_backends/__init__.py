@@ -57,7 +57,7 @@ def _try_load(name: str) -> Kernels | None:
     if missing:  # a programming error, not a missing install: say so loudly
         raise TypeError(f"backend {name!r} does not implement the kernel contract: missing {missing}")
     _loaded[name] = mod
-    return mod  # type: ignore[return-value]
+    return mod
 
 
 def get_backend(name: str = "auto") -> Kernels:

@@ -70,7 +70,8 @@ def block_totals(x: np.ndarray) -> np.ndarray:
     padded[:n] = x
     lanes = np.cumsum(padded.reshape(nb, width // LANES, LANES), axis=1)[:, -1, :]
     l = [lanes[:, j] for j in range(LANES)]
-    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+    totals: np.ndarray = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+    return totals
 
 
 

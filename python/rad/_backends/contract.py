@@ -15,16 +15,17 @@ solver uses the sorted scan.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from rad._backends.params import Params
 
-__all__ = ["CappedArrays", "Kernels", "missing_kernels"]
+__all__ = ["CappedArrays", "FloatArray", "IndexArray", "Kernels", "missing_kernels"]
 
-FloatArray = NDArray[np.floating]
+#: float32/float64 arrays (gains) and float64 ones (losses, q): the kernels take both.
+FloatArray = NDArray[np.floating[Any]]
 IndexArray = NDArray[np.int64]
 
 
@@ -60,15 +61,21 @@ class Kernels(Protocol):
     def threshold_search(
         self, gains: FloatArray, losses: FloatArray | None, w: float, m: float, threads: int
     ) -> tuple[int, float, int, float]:
-        """Sort-free ``k*``: ``(status, tau, k*, G_n)``; status 0 ok, 1 near tie (use the
-        sorted scan), 2 an invalid gain was seen."""
+        """Sort-free ``k*``: ``(status, tau, k*, G_n)``.
+
+        Status 0 is a decision, 1 a near tie (the caller uses the sorted scan), 2 an
+        invalid gain was seen.
+        """
 
     def bit_histogram(
         self, gains: FloatArray, losses: FloatArray | None, w: float, shift: int, pshift: int, prefix: int,
         threads: int,
     ) -> tuple[NDArray[np.int64], FloatArray, FloatArray, FloatArray, bool]:
-        """One level of the radix select: per bin of 16 bits ``(count, sum 1/a, sum g/a,
-        min g, any invalid)`` over points whose bits above ``pshift`` equal ``prefix``."""
+        """One level of the radix select: a histogram over 16 bits of the gains.
+
+        Per bin ``(count, sum 1/a, sum g/a, min g)`` over the points whose ordered bits
+        above ``pshift`` equal ``prefix``, and whether any gain was invalid.
+        """
 
     def bit_gather(
         self, gains: FloatArray, losses: FloatArray | None, w: float, shift: int, key: int, count: int,
@@ -99,8 +106,10 @@ class Kernels(Protocol):
     def capped_eval(
         self, ctx: CappedArrays, nu: float, b: float, m: float, threads: int
     ) -> tuple[float, float, bool, float, float, float]:
-        """The capped path's ``F(nu)``: ``(value, right slope, fill is loss, cut, resid,
-        group total)`` (``docs/design.md`` §1, "Dualising")."""
+        """The capped path's dual function at ``nu`` (``docs/design.md`` §1, "Dualising").
+
+        Returns ``(F(nu), right slope, fill is loss, cut, resid, group total)``.
+        """
 
     def depround_q(self, q: NDArray[np.float64], b: int, key: int, threads: int) -> IndexArray:
         """DepRound of ``q`` (sum ``b``) into ``b`` sorted distinct indices."""
@@ -109,16 +118,21 @@ class Kernels(Protocol):
         self, gains: FloatArray, losses: FloatArray | None, w: float, params: Params, b: int, key: int,
         threads: int,
     ) -> IndexArray:
-        """DepRound of the probabilities ``params`` define, streamed (no ``q`` array where
-        the backend can avoid it)."""
+        """DepRound of the probabilities ``params`` define.
+
+        Streamed: no ``q`` array where the backend can avoid it.
+        """
 
     def depround_blocks(
         self, gains: FloatArray, losses: FloatArray | None, w: float, params: Params, key: int, offset: int,
         first_stream: int, threads: int,
     ) -> tuple[IndexArray, IndexArray, FloatArray]:
-        """The per-block phase of DepRound on a chunk whose first point is ``offset`` and
-        whose first block uses stream ``first_stream``: ``(taken, leftover index per
-        block (-1 for none), leftover mass per block)``."""
+        """The per-block phase of DepRound on one chunk of a larger pool.
+
+        The chunk's first point is global index ``offset`` and its first block uses
+        random stream ``first_stream``. Returns ``(taken, leftover index per block (-1 for
+        none), leftover mass per block)``.
+        """
 
 
 #: Names every backend module must define.

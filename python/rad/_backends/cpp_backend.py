@@ -9,10 +9,12 @@ internally), so the two kernels :mod:`rad.dask` needs per chunk come from the re
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from rad import _core
 from rad._backends import numpy_backend as _reference
 from rad._backends.canonical import BLOCK
+from rad._backends.contract import CappedArrays, FloatArray, IndexArray
 from rad._backends.params import Params
 
 __all__ = ["SORTFREE", "has_openmp", "name"]
@@ -25,23 +27,27 @@ if _core.BLOCK != BLOCK:  # pragma: no cover - a build from mismatched sources
     raise ImportError(f"rad._core was built with BLOCK = {_core.BLOCK}, the package expects {BLOCK}")
 
 
-def _losses_arg(losses: np.ndarray | None) -> np.ndarray | None:
+def _losses_arg(losses: FloatArray | None) -> NDArray[np.float64] | None:
     return None if losses is None else np.ascontiguousarray(losses, dtype=np.float64)
 
 
-def first_invalid(x: np.ndarray, threads: int) -> int:
+def first_invalid(x: FloatArray, threads: int) -> int:
     return _core.first_invalid(x, threads)
 
 
-def argsort_desc(g: np.ndarray, threads: int) -> np.ndarray:
+def argsort_desc(g: FloatArray, threads: int) -> IndexArray:
     return _core.argsort(g, True, threads)
 
 
-def theorem1_scan(gains, losses, w, perm, m, threads):
+def theorem1_scan(
+    gains: FloatArray, losses: FloatArray | None, w: float, perm: IndexArray, m: float, threads: int
+) -> tuple[int, float]:
     return _core.theorem1_scan(gains, _losses_arg(losses), float(w), perm, float(m), threads)
 
 
-def threshold_search(gains, losses, w, m, threads):
+def threshold_search(
+    gains: FloatArray, losses: FloatArray | None, w: float, m: float, threads: int
+) -> tuple[int, float, int, float]:
     return _core.threshold_search(gains, _losses_arg(losses), float(w), float(m), threads)
 
 
@@ -49,35 +55,50 @@ bit_histogram = _reference.bit_histogram
 bit_gather = _reference.bit_gather
 
 
-def support_sums(gains, losses, w, tau, threads):
+def support_sums(
+    gains: FloatArray, losses: FloatArray | None, w: float, tau: float, threads: int
+) -> tuple[float, float, int, float]:
     return _core.support_sums(gains, _losses_arg(losses), float(w), float(tau), threads)
 
 
-def support_block_sums(gains, losses, w, tau, threads):
+def support_block_sums(
+    gains: FloatArray, losses: FloatArray | None, w: float, tau: float, threads: int
+) -> tuple[FloatArray, FloatArray, IndexArray, FloatArray]:
     return _core.support_block_sums(np.ascontiguousarray(gains), _losses_arg(losses), float(w), float(tau), threads)
 
 
-def support_stats(gains, losses, w, params: Params, threads):
+def support_stats(
+    gains: FloatArray, losses: FloatArray | None, w: float, params: Params, threads: int
+) -> tuple[int, float]:
     return _core.support_stats(gains, _losses_arg(losses), float(w), params.as_tuple(), threads)
 
 
-def materialize(gains, losses, w, params: Params, threads):
+def materialize(
+    gains: FloatArray, losses: FloatArray | None, w: float, params: Params, threads: int
+) -> FloatArray:
     return _core.materialize(gains, _losses_arg(losses), float(w), params.as_tuple(), threads)
 
 
-def capped_eval(ctx, nu, b, m, threads):
+def capped_eval(
+    ctx: CappedArrays, nu: float, b: float, m: float, threads: int
+) -> tuple[float, float, bool, float, float, float]:
     return _core.capped_eval(ctx.g_g, ctx.a_g, ctx.ends_g, ctx.l_l, ctx.a_l, ctx.ends_l,
                              float(nu), float(b), float(m), threads)
 
 
-def depround_q(q, b, key, threads):
+def depround_q(q: FloatArray, b: int, key: int, threads: int) -> IndexArray:
     return _core.depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key), threads)
 
 
-def depround_params(gains, losses, w, params: Params, b, key, threads):
+def depround_params(
+    gains: FloatArray, losses: FloatArray | None, w: float, params: Params, b: int, key: int, threads: int
+) -> IndexArray:
     return _core.depround_params(gains, _losses_arg(losses), float(w), params.as_tuple(), int(b), int(key), threads)
 
 
-def depround_blocks(gains, losses, w, params: Params, key, offset, first_stream, threads):
+def depround_blocks(
+    gains: FloatArray, losses: FloatArray | None, w: float, params: Params, key: int, offset: int,
+    first_stream: int, threads: int,
+) -> tuple[IndexArray, IndexArray, FloatArray]:
     return _core.depround_blocks(np.ascontiguousarray(gains), _losses_arg(losses), float(w), params.as_tuple(),
                                  int(key), int(offset), int(first_stream), threads)

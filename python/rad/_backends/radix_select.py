@@ -14,9 +14,11 @@ consults the sorted scan: both paths always agree. The C++ backend runs the same
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
+
+from rad._backends.contract import FloatArray, Kernels
 
 __all__ = ["DIGIT", "GATHER_MAX", "NBINS", "radix_select", "threshold_search"]
 
@@ -26,8 +28,10 @@ NBINS = 1 << DIGIT
 #: A boundary bin with at most this many points is gathered and resolved exactly.
 GATHER_MAX = 1 << 18
 
-Histogram = Callable[[int, int, int], tuple]
-Gather = Callable[[int, int, int], tuple]
+#: ``(shift, pshift, prefix) -> (count, sum 1/a, sum g/a, min g, any invalid)`` per bin.
+Histogram = Callable[[int, int, int], tuple[Any, Any, Any, Any, bool]]
+#: ``(shift, key, count) -> (g, a)`` of one bin's points.
+Gather = Callable[[int, int, int], tuple[Any, Any]]
 
 
 def edge_value(u: int, nbits: int) -> float:
@@ -115,14 +119,16 @@ def radix_select(histogram: Histogram, gather: Gather, nbits: int, m: float) -> 
         return status, tau, k, g_total
 
 
-def threshold_search(kernels, gains, losses, w: float, m: float, threads: int) -> tuple[int, float, int, float]:
+def threshold_search(
+    kernels: Kernels, gains: FloatArray, losses: FloatArray | None, w: float, m: float, threads: int
+) -> tuple[int, float, int, float]:
     """The sort-free search on one array through a backend's histogram and gather kernels."""
     nbits = 32 if gains.dtype == np.float32 else 64
 
-    def histogram(shift: int, pshift: int, prefix: int) -> tuple:
+    def histogram(shift: int, pshift: int, prefix: int) -> tuple[Any, Any, Any, Any, bool]:
         return kernels.bit_histogram(gains, losses, w, shift, pshift, prefix, threads)
 
-    def gather(shift: int, key: int, count: int) -> tuple:
+    def gather(shift: int, key: int, count: int) -> tuple[Any, Any]:
         return kernels.bit_gather(gains, losses, w, shift, key, count, threads)
 
     return radix_select(histogram, gather, nbits, float(m))

@@ -47,8 +47,7 @@ def _env_threads() -> int | None:
 
 
 def default_threads() -> int:
-    """Threads for a large pool when ``threads=None``: ``RAD_NUM_THREADS`` or all cores,
-    at most the cores."""
+    """Threads for a large pool when ``threads=None``: ``RAD_NUM_THREADS`` or all cores."""
     env = _env_threads()
     return min(env, available_cores()) if env is not None else available_cores()
 

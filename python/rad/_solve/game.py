@@ -85,7 +85,7 @@ class Game:
         return 0.0 if self.losses is not None else self.w
 
     def with_values_checked(self) -> Game:
-        """This game, its gains' values checked now if they were left to the first pass."""
+        """The same game, its gains' values checked now if they were left to the first pass."""
         if self.values_checked:
             return self
         check_values(self.gains, "gains", lambda x: self.backend.first_invalid(x, self.threads))

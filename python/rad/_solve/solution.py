@@ -66,7 +66,7 @@ class Solution(SolutionSummary):
         ``value`` and ``threshold`` are in the caller's).
     """
 
-    gains: np.ndarray = field(repr=False, compare=False, default=None)
+    gains: np.ndarray | None = field(repr=False, compare=False, default=None)
     losses: np.ndarray | None = field(repr=False, compare=False, default=None)
     scale_exponent: int = 0
 
@@ -81,5 +81,7 @@ class Solution(SolutionSummary):
         Allocates ``8 n`` bytes; for huge pools prefer :func:`rad.select`, which streams
         them.
         """
+        if self.gains is None:
+            raise ValueError("this solution holds no gains (a summary): solve the game with rad.solve")
         w = 0.0 if self.losses is not None else self.w
         return probabilities_from_params(self.gains, self.losses, w, self.params)

@@ -72,7 +72,7 @@ def check_budget(b: object, n: int) -> int:
     if isinstance(b, numbers.Integral):
         bi = operator.index(b)
     elif isinstance(b, numbers.Real) and float(b).is_integer():
-        bi = int(b)
+        bi = int(float(b))
     else:
         raise TypeError(f"b (the budget) must be an integer, got {b!r}")
     if bi < 0 or bi > n:

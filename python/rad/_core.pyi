@@ -1,0 +1,59 @@
+"""Type stub of the compiled module (cpp/bindings/module.cpp). Use the ``rad`` package."""
+
+from typing import Optional
+
+import numpy as np
+from numpy.typing import NDArray
+
+_Float = NDArray[np.float32] | NDArray[np.float64]
+_F64 = NDArray[np.float64]
+_I64 = NDArray[np.int64]
+_Params = tuple[int, float, float, float, float, float]
+
+BLOCK: int
+has_openmp: bool
+
+def first_invalid(x: _Float, threads: int) -> int: ...
+def argsort(x: _Float, descending: bool, threads: int) -> _I64: ...
+def theorem1_scan(
+    gains: _Float, losses: Optional[_F64], w: float, perm: _I64, m: float, threads: int
+) -> tuple[int, float]: ...
+def threshold_search(
+    gains: _Float, losses: Optional[_F64], w: float, m: float, threads: int
+) -> tuple[int, float, int, float]: ...
+def support_sums(
+    gains: _Float, losses: Optional[_F64], w: float, tau: float, threads: int
+) -> tuple[float, float, int, float]: ...
+def support_block_sums(
+    gains: _Float, losses: Optional[_F64], w: float, tau: float, threads: int
+) -> tuple[_F64, _F64, _I64, _F64]: ...
+def depround_blocks(
+    gains: _Float,
+    losses: Optional[_F64],
+    w: float,
+    params: _Params,
+    key: int,
+    offset: int,
+    first_stream: int,
+    threads: int,
+) -> tuple[_I64, _I64, _F64]: ...
+def support_stats(
+    gains: _Float, losses: Optional[_F64], w: float, params: _Params, threads: int
+) -> tuple[int, float]: ...
+def materialize(gains: _Float, losses: Optional[_F64], w: float, params: _Params, threads: int) -> _F64: ...
+def depround_params(
+    gains: _Float, losses: Optional[_F64], w: float, params: _Params, b: int, key: int, threads: int
+) -> _I64: ...
+def depround_q(q: _F64, b: int, key: int, threads: int) -> _I64: ...
+def capped_eval(
+    g_g: _F64,
+    a_g: _F64,
+    ends_g: _I64,
+    l_l: _F64,
+    a_l: _F64,
+    ends_l: _I64,
+    nu: float,
+    b: float,
+    m: float,
+    threads: int,
+) -> tuple[float, float, bool, float, float, float]: ...
