@@ -15,7 +15,7 @@
 
 #include "rad/capped.hpp"
 #include "rad/depround.hpp"
-#include "rad/game.hpp"
+#include "rad/support.hpp"
 #include "rad/radix_sort.hpp"
 #include "rad/threshold.hpp"
 

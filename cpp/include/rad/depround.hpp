@@ -1,5 +1,5 @@
-// DepRound (paper Algorithm 2) by sequential pairing with skip-ahead (DESIGN §1).
-// Mirrors _round_sequence / depround_q in python/rad/_numpy_backend.py exactly.
+// DepRound (paper Algorithm 2) by sequential pairing with skip-ahead (docs/design.md §1).
+// Mirrors round_sequence (python/rad/_backends/canonical.py) and depround_q exactly.
 //
 // Within a block: items with q >= kCertain are taken, q <= 0 skipped; the running mass
 // M of the others is the chunked prefix sum below (its exact bits are part of the

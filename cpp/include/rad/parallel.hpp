@@ -1,5 +1,5 @@
 // Fixed-size blocks and the canonical summation order (mirrors canonical_prefix in
-// python/rad/_numpy_backend.py): sequential inside aligned blocks of kBlock items,
+// python/rad/_backends/canonical.py): sequential inside aligned blocks of kBlock items,
 // block totals summed sequentially. Results do not depend on the thread count.
 #pragma once
 #include <algorithm>
@@ -79,7 +79,7 @@ struct CanonicalSums {
 // Canonical *totals* (no prefixes needed) in a vector-friendly order: inside each block,
 // item p goes to lane p % 8 (sequential per lane), lanes combine as
 // ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), block totals add sequentially. Mirrors
-// canonical_total in python/rad/_numpy_backend.py.
+// block_totals in python/rad/_backends/canonical.py.
 constexpr int kLanes = 8;
 
 inline double combine_lanes(const double* l) {

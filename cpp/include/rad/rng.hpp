@@ -1,6 +1,6 @@
-// Counter-based uniforms shared with the Python backends (DESIGN §2 "RNG").
+// Counter-based uniforms shared with the Python backends (docs/design.md §2 "RNG").
 // uniform(state, c) is a pure function, so every block of the pool draws the same
-// numbers whichever thread or backend processes it. Mirrors python/rad/_rng.py.
+// numbers whichever thread or backend processes it. Mirrors python/rad/_backends/rng.py.
 #pragma once
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// Sort-free search for Theorem 1's support (DESIGN §1, "threshold form"; §3).
+// Sort-free search for Theorem 1's support (docs/design.md §1, "threshold form"; §3); the Python loop is python/rad/_backends/radix_select.py.
 //
 // With D(t) = t * H(>t) - G(>t) + m  (H, G: sums of 1/a and g/a over points with g > t),
 // a tie group at gain y joins the support iff D(y) >= 0 (this is g_k H_{k-1} >= G_{k-1} - m
@@ -19,7 +19,7 @@
 #include <limits>
 #include <vector>
 
-#include "rad/game.hpp"
+#include "rad/support.hpp"
 #include "rad/parallel.hpp"
 #include "rad/radix_sort.hpp"
 

@@ -1,5 +1,5 @@
-// The O(n) kernels of the solver (policy lives in python/rad/_solver.py).
-// Every floating-point expression mirrors python/rad/_numpy_backend.py operation by
+// The O(n) kernels over the support (policy lives in python/rad/_solve/batch.py).
+// Every floating-point expression mirrors python/rad/_backends/numpy_backend.py operation by
 // operation (the build disables FMA contraction), so all backends agree bit for bit.
 #pragma once
 #include <algorithm>
@@ -19,7 +19,7 @@ struct Losses {
     double at(std::int64_t i, double g) const { return values ? values[i] : w * g; }
 };
 
-// The five scalars of a solution (python/rad/_solution.py, Params).
+// The five scalars of a solution (python/rad/_backends/params.py, Params).
 struct Params {
     bool fill_loss = false;
     double nu = 0.0;
@@ -29,7 +29,7 @@ struct Params {
     double loss_frac = 0.0;
 };
 
-// Inclusion probability of one point (the rule documented in rad._solution).
+// Inclusion probability of one point (the rule documented in rad._backends.params).
 inline double probability(double g, double l, const Params& p) {
     const double a = g + l;
     const double cap = (a <= p.nu) ? 1.0 : p.nu / a;
