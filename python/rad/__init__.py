@@ -17,6 +17,7 @@ from rad._lazy import lazy_getattr
 from rad._version import __version__
 
 __all__ = [
+    "BackendUnavailable",
     "NetHarmWarning",
     "Solution",
     "__version__",
@@ -38,6 +39,7 @@ _LAZY = {
     "depround": "rad._solve.api",
     "estimate_m": "rad.estimate",
     "backends": "rad._backends",
+    "BackendUnavailable": "rad._backends",
     "Solution": "rad._solve.solution",
     "NetHarmWarning": "rad._solve.solution",
 }
