@@ -42,3 +42,17 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20231125)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--slow", action="store_true", help="also run the tests marked slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (long statistical or scale runs) need ``--slow``."""
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
