@@ -117,19 +117,19 @@ def resolve_game(
     """
     method = check_method(method)
     kernels = get_backend(backend)
-    g = as_float_vector(gains, "gains")
-    n = g.shape[0]
+    gain_array = as_float_vector(gains, "gains")
+    n = gain_array.shape[0]
     if n == 0:
         raise ValueError("gains is empty: the pool must have at least one point")
-    mf = check_mistakes(m, n)
-    bi = check_budget(b, n)
+    mistakes = check_mistakes(m, n)
+    budget = check_budget(b, n)
     nthreads = resolve_threads(threads, n)
-    lo, wf = check_losses_or_w(losses, w, g, lambda x: kernels.first_invalid(x, nthreads))
-    if lo is None and w is None:
-        wf = default_w(mf, n)
-    game = Game(g, lo, wf, mf, bi, kernels, nthreads, method, values_checked=False)
+    loss_array, weight = check_losses_or_w(losses, w, gain_array, lambda x: kernels.first_invalid(x, nthreads))
+    if loss_array is None and w is None:
+        weight = default_w(mistakes, n)
+    game = Game(gain_array, loss_array, weight, mistakes, budget, kernels, nthreads, method, values_checked=False)
     # The sort-free search reads every gain in its first pass and reports a bad value
     # itself (same error, index included); every other path checks here, before it runs.
-    if game.sortfree and 0 < bi < n:
+    if game.sortfree and 0 < budget < n:
         return game
     return game.with_values_checked()

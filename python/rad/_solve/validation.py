@@ -59,10 +59,10 @@ def check_mistakes(m: object, n: int) -> float:
     """``m`` as a float in ``[0, n]``."""
     if isinstance(m, (bool, np.bool_)) or not isinstance(m, numbers.Real):
         raise TypeError(f"m must be a real number, got {type(m).__name__}")
-    mf = float(m)
-    if not np.isfinite(mf) or mf < 0 or mf > n:
+    mistakes = float(m)
+    if not np.isfinite(mistakes) or mistakes < 0 or mistakes > n:
         raise ValueError(f"m (the teacher's mistakes in the pool) must be in [0, n={n}], got {m!r}")
-    return mf
+    return mistakes
 
 
 def check_budget(b: object, n: int) -> int:
@@ -70,14 +70,14 @@ def check_budget(b: object, n: int) -> int:
     if isinstance(b, (bool, np.bool_)):
         raise TypeError("b must be an integer, got bool")
     if isinstance(b, numbers.Integral):
-        bi = operator.index(b)
+        budget = operator.index(b)
     elif isinstance(b, numbers.Real) and float(b).is_integer():
-        bi = int(float(b))
+        budget = int(float(b))
     else:
         raise TypeError(f"b (the budget) must be an integer, got {b!r}")
-    if bi < 0 or bi > n:
-        raise ValueError(f"b (the budget) must be in [0, n={n}], got {bi}")
-    return bi
+    if budget < 0 or budget > n:
+        raise ValueError(f"b (the budget) must be in [0, n={n}], got {budget}")
+    return budget
 
 
 def check_w(w: object) -> float:
