@@ -1,5 +1,5 @@
 // One evaluation of the dual function F(nu) of the batch game on pre-sorted arrays
-// (the capped path of python/rad/_solver.py, _capped_eval — mirrored operation by
+// (the capped path of python/rad/_solve/capped.py; capped_eval — mirrored operation by
 // operation, with the canonical blocked prefix sums of parallel.hpp, so the iterates of
 // the outer search are the same bits on every backend).
 #pragma once
@@ -44,6 +44,28 @@ struct Prefixes {
         at(i - 1, out);
     }
     double total(int k) const { return sums.grand[k]; }
+    // Sum of term k over [s, e), summed directly (never a difference of prefixes):
+    // sequential to the end of s's block, whole blocks' totals, then sequential over the
+    // last block's part, added in that order (mirrors _range_sum in numpy_backend.py).
+    double range(int k, std::int64_t s, std::int64_t e) const {
+        if (e <= s) return 0.0;
+        const std::int64_t bs = s / kBlock, be = (e - 1) / kBlock;
+        double t[K];
+        double acc = 0.0;
+        const std::int64_t first_hi = bs == be ? e : (bs + 1) * kBlock;
+        for (std::int64_t p = s; p < first_hi; ++p) {
+            term(p, t);
+            acc += t[k];
+        }
+        if (bs == be) return acc;
+        for (std::int64_t b2 = bs + 1; b2 < be; ++b2) acc += sums.totals[b2 * K + k];
+        double tail = 0.0;
+        for (std::int64_t p = be * kBlock; p < e; ++p) {
+            term(p, t);
+            tail += t[k];
+        }
+        return acc + tail;
+    }
     // First position whose inclusive prefix of term 0 is >= target, or n.
     std::int64_t first_reaching(double target) const {
         const std::int64_t nb = num_blocks(n);
@@ -84,18 +106,16 @@ inline CappedEval capped_eval(const double* g_g, const double* a_g, const std::i
         const double before = e[0];
         const double cut = g_g[start];
         const double resid = b - before;
-        double end_pref[4];
-        pg.at(ends_g[j] - 1, end_pref);
         CappedEval r;
         r.value = e[1] + cut * resid - m * nu;
         r.slope = (e[2] - cut * e[3]) - m;
         r.fill_loss = false;
         r.cut = cut;
         r.resid = resid;
-        r.group_total = end_pref[0] - before;
+        r.group_total = pg.range(0, start, ends_g[j]);
         return r;
     }
-    // l-order terms: room = 1 - cap, l*room, [a>nu] l/a, [a>nu] 1/a
+    // l-order terms: room = 1 - cap, l*room, [a>nu] l/a, [a>nu] 1/a, cap
     auto tl = [&](std::int64_t i, double* t) {
         const double a = a_l[i];
         const double cap = (a <= nu) ? 1.0 : nu / a;
@@ -105,26 +125,33 @@ inline CappedEval capped_eval(const double* g_g, const double* a_g, const std::i
         t[1] = l_l[i] * room;
         t[2] = above ? l_l[i] / a : 0.0;
         t[3] = above ? 1.0 / a : 0.0;
+        t[4] = cap;
     };
-    Prefixes<4, decltype(tl)> pl(tl, n, threads);
+    Prefixes<5, decltype(tl)> pl(tl, n, threads);
     const double rest = b - pg.total(0);
     const std::int64_t i = pl.first_reaching(rest);
     std::int64_t t = std::upper_bound(ends_l, ends_l + n_ends_l, i) - ends_l;
     t = std::min(t, n_ends_l - 1);
+    // The boundary group is decided from the caps after a position (the rooms of [0, end)
+    // hold the rest iff end + sum_{p >= end} cap_p >= b), summed directly: b - sum cap -
+    // sum room carries the rounding of b onto a point whose loss can dwarf the value.
+    auto covered = [&](std::int64_t end) { return end >= b || pl.range(4, end, n) >= b - end; };
+    while (t > 0 && covered(ends_l[t - 1])) --t;
+    while (t < n_ends_l - 1 && !covered(ends_l[t])) ++t;
     const std::int64_t start = t > 0 ? ends_l[t - 1] : 0;
-    pl.excl(start, e);
-    const double before = e[0];
+    double el[5];
+    pl.excl(start, el);
     const double cut = l_l[start];
-    const double resid = rest - before;
-    double end_pref[4];
-    pl.at(ends_l[t] - 1, end_pref);
+    const double resid = (b - static_cast<double>(start)) - pl.range(4, start, n);
     CappedEval r;
-    r.value = pg.total(1) - e[1] - cut * resid - m * nu;
-    r.slope = pg.total(2) + cut * (pg.total(3) - e[3]) + e[2] - m;
+    r.value = pg.total(1) - el[1] - cut * resid - m * nu;
+    // cut * (sum of 1/a from the boundary on, in loss order), summed directly: as a
+    // difference of two totals it cancels when a tiny a earlier in the order dominates.
+    r.slope = pg.total(2) + cut * pl.range(3, start, n) + el[2] - m;
     r.fill_loss = true;
     r.cut = cut;
     r.resid = resid;
-    r.group_total = end_pref[0] - before;
+    r.group_total = pl.range(0, start, ends_l[t]);
     return r;
 }
 

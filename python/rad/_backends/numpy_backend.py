@@ -125,6 +125,23 @@ def _excl(prefix: np.ndarray, pos: int) -> float:
     return float(prefix[pos - 1]) if pos > 0 else 0.0
 
 
+def _range_sum(x: np.ndarray, s: int, e: int) -> float:
+    """``sum x[s:e]`` in the canonical range order: sequential from ``s`` to the end of its
+    block, then each whole block's sequential total, then sequential over the last block's
+    part, all added in order. Summed directly, never as a difference of prefix sums (which
+    cancels when earlier terms are large)."""
+    if e <= s:
+        return 0.0
+    bs, be = s // BLOCK, (e - 1) // BLOCK
+    if bs == be:
+        return float(np.cumsum(x[s:e])[-1])
+    parts = [float(np.cumsum(x[s : (bs + 1) * BLOCK])[-1])]
+    if be > bs + 1:
+        parts.extend(np.cumsum(x[(bs + 1) * BLOCK : be * BLOCK].reshape(-1, BLOCK), axis=1)[:, -1].tolist())
+    parts.append(float(np.cumsum(x[be * BLOCK : e])[-1]))
+    return float(np.cumsum(parts)[-1])
+
+
 def capped_eval(
     ctx: CappedArrays, nu: float, b: float, m: float, threads: int = 1
 ) -> tuple[float, float, bool, float, float, float]:
@@ -133,6 +150,11 @@ def capped_eval(
     ``docs/design.md`` §1, "Dualising": fill the budget in descending-gain order up to
     ``min(1, nu/a_i)``, the rest on the smallest losses; ``F = filled gain - m nu``.
     Returns ``(value, slope, fill is loss, cut, resid, group total)``.
+
+    In the loss fill the boundary group and its residual budget are decided from sums of
+    the caps *after* a position (``E + sum_{p >= E} cap_p >= b``), summed directly: the
+    budget left after a prefix of rooms, ``b - sum cap - sum room``, carries the rounding
+    of ``b`` and would spill it onto a point whose loss can dwarf the whole value.
     """
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cap = np.where(ctx.a_g <= nu, 1.0, nu / ctx.a_g)
@@ -152,28 +174,36 @@ def capped_eval(
         value = _excl(p_gcap, start) + cut * resid - m * nu
         # d/dnu: each uncapped point before J gains (g_i - g_J)/a_i; the adversary costs m.
         slope = (_excl(p_ga, start) - cut * _excl(p_ia, start)) - m
-        return value, slope, False, cut, resid, float(p_cap[ends[j] - 1]) - before
+        return value, slope, False, cut, resid, _range_sum(cap, start, int(ends[j]))
     # All gain segments filled; the remaining budget goes to the smallest losses.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cap_l = np.where(ctx.a_l <= nu, 1.0, nu / ctx.a_l)
         above_l = ctx.a_l > nu
         q_la = canonical_prefix(np.where(above_l, ctx.l_l / ctx.a_l, 0.0))
-        q_ia = canonical_prefix(np.where(above_l, 1.0 / ctx.a_l, 0.0))
+        inv_l = np.where(above_l, 1.0 / ctx.a_l, 0.0)
     room = 1.0 - cap_l
     p_room = canonical_prefix(room)
     p_lroom = canonical_prefix(ctx.l_l * room)
     rest = b - float(p_cap[-1])
     ends = ctx.ends_l
-    t = min(int(np.searchsorted(p_room[ends - 1], rest, side="left")), ends.shape[0] - 1)
+    last = ends.shape[0] - 1
+    t = min(int(np.searchsorted(p_room[ends - 1], rest, side="left")), last)
+
+    def covered(end: int) -> bool:  # the rooms of [0, end) hold the rest of the budget
+        return end >= b or _range_sum(cap_l, end, cap_l.shape[0]) >= b - end
+
+    while t > 0 and covered(int(ends[t - 1])):
+        t -= 1
+    while t < last and not covered(int(ends[t])):
+        t += 1
     start = int(ends[t - 1]) if t > 0 else 0
-    before = _excl(p_room, start)
     cut = float(ctx.l_l[start])
-    resid = rest - before
+    resid = (b - start) - _range_sum(cap_l, start, cap_l.shape[0])
     value = float(p_gcap[-1]) - _excl(p_lroom, start) - cut * resid - m * nu
-    slope = (
-        float(p_ga[-1]) + cut * (float(p_ia[-1]) - _excl(q_ia, start)) + _excl(q_la, start) - m
-    )
-    return value, slope, True, cut, resid, float(p_room[ends[t] - 1]) - before
+    # cut * (sum of 1/a over the loss order from the boundary on), summed directly: as a
+    # difference of two totals it cancels (a tiny a earlier in the order dominates both).
+    slope = float(p_ga[-1]) + cut * _range_sum(inv_l, start, inv_l.shape[0]) + _excl(q_la, start) - m
+    return value, slope, True, cut, resid, _range_sum(room, start, int(ends[t]))
 
 
 # --------------------------------------------------------------------------- DepRound

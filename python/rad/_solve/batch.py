@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from fractions import Fraction
 from dataclasses import replace
 
 import numpy as np
@@ -109,7 +110,7 @@ def _solve_game(game: Game) -> Solution:
                 raise _Overflow
             nu = b / h
             if nu <= min_a:
-                value = b * ((g - m) / h)
+                value = b * _theorem1_value(gains, losses, w_k, m, tau, g, h, count)
                 return done(value, count, tau, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0))
 
     if perm is None and losses is None:
@@ -140,10 +141,41 @@ def _warn_if_harmful(value: float, gains: np.ndarray, losses, w: float, b: int) 
         )
 
 
+def _theorem1_value(
+    gains: np.ndarray, losses, w: float, m: float, tau: float, g: float, h: float, count: int
+) -> float:
+    """Theorem 1's ``OPT = (G - m) / H`` without the cancellation of ``G - m``.
+
+    With RAD losses ``a_i = (1 + w) g_i``, so ``G = count / (1 + w)`` exactly and
+    ``OPT = (count - (1 + w) m) / ((1 + w) H)``, whose numerator is formed exactly. With
+    general losses ``G`` is summed again with :func:`math.fsum` when ``G - m`` cancels (the
+    terms ``g_i / a_i`` are then each within half an ulp, the input's own precision).
+    """
+    if losses is None:
+        num = float(Fraction(count) - (1 + Fraction(w)) * Fraction(m))
+        return num / ((1.0 + w) * h)
+    if abs(g - m) <= 1e-3 * abs(g):
+        gv = np.asarray(gains, dtype=np.float64)
+        a = gv + np.asarray(losses, dtype=np.float64)
+        mask = (gv >= tau) & (a > 0)
+        terms = (gv[mask] / a[mask]).tolist()
+        return float(Fraction(math.fsum(terms)) - Fraction(m)) / h
+    return (g - m) / h
+
+
 def _value_of_everything(gains: np.ndarray, losses, w: float, m: float) -> float:
-    """Value of ``q = 1``: the gains minus the ``m`` largest ``a_i`` (fractional ``m``)."""
+    """Value of ``q = 1``: the gains minus the ``m`` largest ``a_i`` (fractional ``m``).
+
+    Summed as one :func:`math.fsum` of the payoffs (``g_i`` spared, ``-l_i`` attacked,
+    ``(1-f) g - f l`` for the partly attacked point), so a value that is tiny next to
+    ``sum g`` keeps its relative accuracy.
+    """
     g = np.asarray(gains, dtype=np.float64)
-    a = np.sort(g + (np.asarray(losses, dtype=np.float64) if losses is not None else w * g))[::-1]
-    whole = int(math.floor(m))
-    attacked = math.fsum(a[:whole].tolist()) + ((m - whole) * a[whole] if whole < a.shape[0] else 0.0)
-    return math.fsum(g.tolist()) - attacked
+    lv = np.asarray(losses, dtype=np.float64) if losses is not None else w * g
+    order = np.argsort(-(g + lv), kind="stable")
+    whole = min(int(math.floor(m)), g.shape[0])
+    terms = g[order[whole:]].tolist() + (-lv[order[:whole]]).tolist()
+    if whole < g.shape[0]:
+        i, f = order[whole], m - whole
+        terms += [-f * float(g[i]), -f * float(lv[i])]  # the spared g[i] is in the terms
+    return math.fsum(terms)

@@ -103,39 +103,50 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
     """Maximise the concave piecewise-linear ``F`` over ``nu in [0, max a]``.
 
     Supporting lines at ``lo`` (slope > 0) and ``hi`` (slope <= 0) bound ``F`` from above;
-    their intersection ``x`` is the next trial. ``F(x)`` equal to that bound proves ``x``
-    optimal (to ``tol``). Each step either finishes or reveals a new linear piece; a
-    bisection every time the bracket fails to halve keeps the worst case logarithmic.
+    their intersection ``x`` is the next trial. Each step either finishes or reveals a new
+    linear piece; a bisection every time the bracket fails to halve keeps the worst case
+    logarithmic (at most 64 halvings of the bit patterns).
+
+    The stop is *local*. ``F``'s rounding at ``nu`` is a few ulps of its terms there,
+    ``T(nu) = |F + m nu| + m nu`` (the filled gain and the adversary's share); near
+    ``nu*`` these can be 1e15 times smaller than ``b max g + m max a``, so a global scale
+    stops far too early. The search ends when the lines' bound at ``x`` (the larger of the
+    two lines there: an upper bound for any ``x``) is within ``8 eps T`` of the best value,
+    or ``F(x)`` reaches it with a non-positive right slope (``x`` is the kink), and only
+    while the bound itself is accurate at that scale (both ends of the bracket are local:
+    a far end's value carries rounding that can exceed the whole optimum). An intersection
+    that is not strictly inside the bracket is lost in such rounding: bisect instead.
     """
+    eps = float(np.finfo(float).eps)
+
+    def scale(nu: float, ev: Evaluation) -> float:
+        return abs(ev.value + m * nu) + m * nu
+
     lo, ev_lo = 0.0, _capped_eval(ctx, 0.0, b, m)
     if ev_lo.slope <= 0:
         return lo, ev_lo
     hi, ev_hi = ctx.a_max, _capped_eval(ctx, ctx.a_max, b, m)
-    # Stop only at the rounding level of F (its terms reach b max g and m max a): the value
-    # can be tiny next to those terms, and a looser stop would cost relative accuracy.
-    tol = 8 * np.finfo(float).eps * (b * ctx.g_max + m * ctx.a_max)
     best_nu, best = (hi, ev_hi) if ev_hi.value >= ev_lo.value else (lo, ev_lo)
     bisect_next = False
     for _ in range(_MAX_ITER):
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
-        x = (ev_hi.value - ev_lo.value + s_lo * lo - s_hi * hi) / (s_lo - s_hi)
-        # The supporting lines meet at x: no F on [lo, hi] exceeds their value there.
-        bound = ev_lo.value + s_lo * (min(max(x, lo), hi) - lo)
-        if bound - best.value <= tol:
-            # The bound is attained at x, the kink between the two pieces; it carries the
-            # rounding of F_lo, which can exceed a tiny optimum, so evaluate x itself.
-            if lo < x < hi:
-                ev = _capped_eval(ctx, x, b, m)
-                if ev.value >= best.value:
-                    best_nu, best = x, ev
+        # Intersection of the supporting lines, measured from lo (no s * lo cancellation).
+        x = lo + (ev_hi.value - ev_lo.value - s_hi * (hi - lo)) / (s_lo - s_hi)
+        xc = min(max(x, lo), hi)
+        bound = max(ev_lo.value + s_lo * (xc - lo), ev_hi.value + s_hi * (xc - hi))
+        # the rounding the bound carries, in units of 8 eps
+        spread = scale(lo, ev_lo) + scale(hi, ev_hi) + s_lo * (xc - lo) - s_hi * (hi - xc)
+        if spread <= 4 * scale(best_nu, best) and bound - best.value <= 8 * eps * scale(best_nu, best):
             break
         if bisect_next or not (lo < x < hi):
             x = _bisect_bits(lo, hi)
-        if not (lo < x < hi):
-            break
+            if not (lo < x < hi):
+                break
         ev = _capped_eval(ctx, x, b, m)
         if ev.value > best.value:
             best_nu, best = x, ev
+        if x == xc and ev.value >= bound and ev.slope <= 0 and spread <= 4 * scale(x, ev):
+            break
         width = hi - lo
         if ev.slope > 0:
             lo, ev_lo = x, ev
