@@ -1,0 +1,734 @@
+"""The CUDA backend: the sort-free search, canonical support sums and streaming DepRound
+as GPU kernels written with numba-cuda (the ``[cuda]`` extra).
+
+It implements :class:`rad._backends.contract.Kernels` on *device* arrays (numba device
+arrays; :mod:`rad._solve.device` adapts CuPy, PyTorch and JAX arrays to them without a
+copy). The kernels that decide the result reproduce the CPU backends bit for bit:
+
+* :func:`threshold_search` runs the level loop of :mod:`rad._backends.radix_select` over
+  device histograms (global atomics: their bin sums only steer the search, whose decisions
+  carry a rounding margin, and the gathered boundary bin is put back in index order before
+  it is resolved), so ``k*`` and the threshold are those of the CPU backends.
+* :func:`support_sums` sums in the canonical order of :mod:`rad._backends.canonical`: one
+  thread per (block, lane), items ``p = lane, lane + 8, ...`` of a 65,536-item block
+  summed sequentially, the eight lanes combined as ``((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))``,
+  the block totals added sequentially on the host. Products feeding a sum are rounded
+  with ``__dmul_rn`` (never contracted into an FMA), divisions are IEEE.
+* :func:`depround_params` / :func:`depround_q` round each block with the sequence of
+  :func:`rad._backends.canonical.round_sequence` (one thread per block, the probabilities
+  streamed from the gains, the counter-based generator keyed by ``(key, block)``), mark
+  the taken points in a device bitmap, merge the block leftovers on the host
+  (:data:`~rad._backends.rng.MERGE_STREAM`) and compact the bitmap into sorted indices on
+  the device. Same key, same indices as every CPU backend.
+
+The kernels the GPU fast path never needs (the sorted scan, the capped path's dual
+function, rad.dask's per-chunk rounding) copy to the host and use a CPU backend; the
+solver only reaches them through an explicit host fallback (:mod:`rad._solve.device`).
+
+Without a GPU (``numba.cuda.is_available()`` False) importing this module raises
+``ImportError``, so the registry reports the backend unavailable with an install hint. Set
+``NUMBA_ENABLE_CUDASIM=1`` (before numba is imported) to run it on numba's CUDA simulator.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import numpy as np
+from numba import config as _nb_config
+from numba import cuda
+
+from rad._backends import radix_select as _radix
+from rad._backends.canonical import BLOCK, CERTAIN, CHUNK, LANES
+from rad._backends.params import Params
+from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2, stream_state
+
+__all__ = ["SIMULATOR", "SORTFREE", "has_openmp", "name"]
+
+SIMULATOR = bool(_nb_config.ENABLE_CUDASIM)
+if not cuda.is_available():
+    raise ImportError(
+        "no CUDA GPU is visible to numba-cuda (numba.cuda.is_available() is False): the 'cuda' "
+        "backend needs an NVIDIA GPU with its driver (or NUMBA_ENABLE_CUDASIM=1 for numba's "
+        "simulator)"
+    )
+
+name = "cuda"
+has_openmp = False
+SORTFREE = True
+
+_GOLDEN = np.uint64(GOLDEN)
+_M1 = np.uint64(MIX1)
+_M2 = np.uint64(MIX2)
+_NBINS = _radix.NBINS
+_CERTAIN = CERTAIN
+_CHUNK = CHUNK
+_BLOCK = BLOCK
+_LANES = LANES
+_TPB = 256  # threads per CUDA block for the streaming kernels
+_ROUND_TPB = 64  # threads per CUDA block for the per-block DepRound (one thread per block)
+_WORDS = BLOCK // 32  # bitmap words per DepRound block
+
+if SIMULATOR:  # the simulator's libdevice is a stub; Python floats round each product anyway
+
+    @cuda.jit(device=True)
+    def _mul(a, b):
+        return a * b
+
+    @cuda.jit(device=True)
+    def _fma_free_add(a, b):
+        return a + b
+
+else:
+    from numba.cuda import libdevice as _ld
+
+    @cuda.jit(device=True)
+    def _mul(a, b):
+        return _ld.dmul_rn(a, b)  # rounded product: NVVM may not fuse it into an FMA
+
+    @cuda.jit(device=True)
+    def _fma_free_add(a, b):
+        return _ld.dadd_rn(a, b)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@cuda.jit(device=True)
+def _splitmix(z):
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@cuda.jit(device=True)
+def _uniform(state, counter):
+    z = _splitmix(state + counter * _GOLDEN)
+    return np.float64(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@cuda.jit(device=True)
+def _loss(losses, has_losses, w, i, g):
+    if has_losses:
+        return losses[i]
+    return _mul(w, g)
+
+
+@cuda.jit(device=True)
+def _probability(g, l, fill_loss, nu, gain_cut, gain_frac, loss_cut, loss_frac):
+    """The rule of rad._backends.params, expression for expression."""
+    a = _fma_free_add(g, l)
+    cap = 1.0 if a <= nu else nu / a
+    if not fill_loss:
+        if g > gain_cut:
+            return cap
+        if g == gain_cut:
+            return _mul(gain_frac, cap)
+        return 0.0
+    if l < loss_cut:
+        return 1.0
+    if l == loss_cut:
+        return _fma_free_add(cap, _mul(loss_frac, 1.0 - cap))
+    return cap
+
+
+@cuda.jit(device=True)
+def _prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf):
+    if use_q:
+        return q[i]
+    gi = np.float64(g[i])
+    return _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
+
+
+def _grid(n: int, tpb: int = _TPB) -> int:
+    """Blocks to cover ``n`` threads (kernels with one thread per item or per block)."""
+    return max(1, -(-n // tpb))
+
+
+def _stride_grid(n: int) -> int:
+    """Blocks for the grid-stride kernels: a few waves on a GPU, a couple in the simulator."""
+    return max(1, min(-(-n // _TPB), 2 if SIMULATOR else 8192))
+
+
+def _dummy() -> Any:
+    return cuda.device_array(1, dtype=np.float64)
+
+
+def _losses_arg(losses: Any) -> tuple[Any, bool]:
+    return (_dummy(), False) if losses is None else (losses, True)
+
+
+def _to_host(x: Any) -> np.ndarray:
+    return x.copy_to_host() if hasattr(x, "copy_to_host") else np.asarray(x)
+
+
+def _cpu() -> Any:
+    from rad._backends import get_backend
+
+    for cand in ("cpp", "numba", "numpy"):
+        try:
+            return get_backend(cand)
+        except ImportError:
+            continue
+    raise RuntimeError("no CPU backend could be loaded")  # numpy always loads
+
+
+# ------------------------------------------------------------------ validation pass
+
+
+@cuda.jit
+def _first_invalid_kernel(x, hi_val, out):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, x.shape[0], stride):
+        v = x[i]
+        if not (v >= 0 and v <= hi_val):
+            cuda.atomic.min(out, 0, i)
+
+
+def first_invalid(x: Any, threads: int) -> int:
+    """Index of the first NaN, infinite or negative entry of the device array ``x``, or -1."""
+    n = x.shape[0]
+    out = cuda.to_device(np.array([n], dtype=np.int64))
+    if n:
+        _first_invalid_kernel[_stride_grid(n), _TPB](x, float(np.finfo(x.dtype).max), out)
+    i = int(out.copy_to_host()[0])
+    return -1 if i >= n else i
+
+
+# ---------------------------------------------------------- sort-free threshold search
+
+
+@cuda.jit
+def _histogram_kernel(g, raw, sign, losses, has_losses, w, hi_val, nbits, shift, pshift, prefix,
+                      cnt, hh, gg, mnbits, bad):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    mask = np.uint64(_NBINS - 1)
+    for i in range(start, g.shape[0], stride):
+        v = g[i]
+        if not (v >= 0 and v <= hi_val):
+            bad[0] = 1
+            continue
+        u = np.uint64(raw[i])
+        if u == sign:
+            u = np.uint64(0)
+        if pshift < nbits and (u >> pshift) != prefix:
+            continue
+        b = np.int64((u >> shift) & mask)
+        gi = np.float64(v)
+        a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+        r = 1.0 / a if a > 0 else 0.0
+        cuda.atomic.add(cnt, b, 1)
+        cuda.atomic.add(hh, b, r)
+        cuda.atomic.add(gg, b, _mul(gi, r))
+        cuda.atomic.min(mnbits, b, u)
+
+
+@cuda.jit
+def _gather_kernel(g, raw, sign, losses, has_losses, w, shift, key, pos, idx, vals, avals):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, g.shape[0], stride):
+        u = np.uint64(raw[i])
+        if u == sign:
+            u = np.uint64(0)
+        if (u >> shift) != key:
+            continue
+        j = cuda.atomic.add(pos, 0, 1)
+        if j < idx.shape[0]:
+            gi = np.float64(g[i])
+            idx[j] = i
+            vals[j] = gi
+            avals[j] = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+
+
+def _bit_view(gains: Any) -> tuple[int, Any, np.uint64]:
+    nbits = 32 if gains.dtype == np.float32 else 64
+    raw = gains.view(np.uint32 if nbits == 32 else np.uint64)
+    return nbits, raw, np.uint64(1 << (nbits - 1))
+
+
+def bit_histogram(gains, losses, w, shift, pshift, prefix, threads):
+    """One level of the radix select on the device; the bins come back to the host."""
+    n = gains.shape[0]
+    nbits, raw, sign = _bit_view(gains)
+    lv, has = _losses_arg(losses)
+    cnt = cuda.to_device(np.zeros(_NBINS, np.int64))
+    hh = cuda.to_device(np.zeros(_NBINS))
+    gg = cuda.to_device(np.zeros(_NBINS))
+    mnbits = cuda.to_device(np.full(_NBINS, np.iinfo(np.uint64).max, np.uint64))
+    bad = cuda.to_device(np.zeros(1, np.int32))
+    _histogram_kernel[_stride_grid(n), _TPB](
+        gains, raw, sign, lv, has, float(w), float(np.finfo(gains.dtype).max), np.uint64(nbits),
+        np.uint64(shift), np.uint64(pshift), np.uint64(prefix), cnt, hh, gg, mnbits, bad,
+    )
+    c = cnt.copy_to_host()
+    mb = mnbits.copy_to_host()
+    if nbits == 32:
+        mn = mb.astype(np.uint32).view(np.float32).astype(np.float64)
+    else:
+        mn = mb.view(np.float64).copy()
+    mn[c == 0] = np.inf
+    return c, hh.copy_to_host(), gg.copy_to_host(), mn, bool(bad.copy_to_host()[0])
+
+
+def bit_gather(gains, losses, w, shift, key, count, threads):
+    """The ``(g, a)`` of one bin's points, in index order (as the CPU backends gather them)."""
+    n = gains.shape[0]
+    _, raw, sign = _bit_view(gains)
+    lv, has = _losses_arg(losses)
+    pos = cuda.to_device(np.zeros(1, np.int64))
+    size = max(1, int(count))
+    idx = cuda.device_array(size, np.int64)
+    vals = cuda.device_array(size, np.float64)
+    avals = cuda.device_array(size, np.float64)
+    _gather_kernel[_stride_grid(n), _TPB](gains, raw, sign, lv, has, float(w), np.uint64(shift), np.uint64(key),
+                                   pos, idx, vals, avals)
+    got = min(int(pos.copy_to_host()[0]), size)
+    order = np.argsort(idx.copy_to_host()[:got], kind="stable")
+    return vals.copy_to_host()[:got][order], avals.copy_to_host()[:got][order]
+
+
+def threshold_search(gains, losses, w, m, threads):
+    """Sort-free k* (:mod:`rad._backends.radix_select`): ``(status, tau, kstar, g_total)``."""
+    return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)
+
+
+# ------------------------------------------------------------------ canonical sums
+
+
+@cuda.jit
+def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, mins):
+    """Thread (block, lane): lane-sequential sums, lanes combined in the canonical tree."""
+    sh = cuda.shared.array(_TPB, np.float64)
+    sg = cuda.shared.array(_TPB, np.float64)
+    sc = cuda.shared.array(_TPB, np.int64)
+    sm = cuda.shared.array(_TPB, np.float64)
+    t = cuda.grid(1)
+    tid = cuda.threadIdx.x
+    blk = t // _LANES
+    lane = t % _LANES
+    n = g.shape[0]
+    ah = 0.0
+    ag = 0.0
+    c = 0
+    mn = math.inf
+    if blk < nblk:
+        lo = blk * _BLOCK
+        hi = min(n, lo + _BLOCK)
+        for i in range(lo + lane, hi, _LANES):
+            gi = np.float64(g[i])
+            a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+            if gi >= tau and a > 0:
+                r = 1.0 / a
+                ah += r
+                ag += _mul(gi, r)
+                c += 1
+                mn = min(mn, a)
+    sh[tid] = ah
+    sg[tid] = ag
+    sc[tid] = c
+    sm[tid] = mn
+    cuda.syncthreads()
+    if lane == 0 and blk < nblk:
+        tot_h[blk] = ((sh[tid] + sh[tid + 1]) + (sh[tid + 2] + sh[tid + 3])) + (
+            (sh[tid + 4] + sh[tid + 5]) + (sh[tid + 6] + sh[tid + 7])
+        )
+        tot_g[blk] = ((sg[tid] + sg[tid + 1]) + (sg[tid + 2] + sg[tid + 3])) + (
+            (sg[tid + 4] + sg[tid + 5]) + (sg[tid + 6] + sg[tid + 7])
+        )
+        cc = 0
+        mm = math.inf
+        for j in range(_LANES):
+            cc += sc[tid + j]
+            mm = min(mm, sm[tid + j])
+        counts[blk] = cc
+        mins[blk] = mm
+
+
+def support_block_sums(gains, losses, w, tau, threads):
+    """Per block (host arrays): canonical totals of ``1/a`` and ``g/a`` over ``g >= tau, a > 0``,
+    counts and minima of ``a``."""
+    n = gains.shape[0]
+    nblk = -(-n // BLOCK)
+    lv, has = _losses_arg(losses)
+    tot_h = cuda.device_array(nblk, np.float64)
+    tot_g = cuda.device_array(nblk, np.float64)
+    counts = cuda.device_array(nblk, np.int64)
+    mins = cuda.device_array(nblk, np.float64)
+    _support_kernel[_grid(nblk * LANES), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
+                                               counts, mins)
+    return tot_h.copy_to_host(), tot_g.copy_to_host(), counts.copy_to_host(), mins.copy_to_host()
+
+
+def support_sums(gains, losses, w, tau, threads):
+    """Over ``g >= tau, a > 0``: ``(sum 1/a, sum g/a, count, min a)`` in canonical order."""
+    h, g, c, mn = support_block_sums(gains, losses, w, tau, threads)
+    tot_h = float(np.cumsum(h)[-1]) if h.shape[0] else 0.0  # block totals added in block order
+    tot_g = float(np.cumsum(g)[-1]) if g.shape[0] else 0.0
+    return tot_h, tot_g, int(c.sum()), float(mn.min()) if mn.shape[0] else math.inf
+
+
+# ----------------------------------------------------------------- probabilities
+
+
+@cuda.jit
+def _materialize_kernel(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, out):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    dummy = out
+    for i in range(start, g.shape[0], stride):
+        out[i] = _prob_at(g, losses, has_losses, w, dummy, False, i, fill_loss, nu, gc, gf, lc, lf)
+
+
+def materialize(gains, losses, w, params: Params, threads):
+    """The probabilities ``q`` as a float64 *device* array."""
+    n = gains.shape[0]
+    lv, has = _losses_arg(losses)
+    fill, nu, gc, gf, lc, lf = params.as_tuple()
+    out = cuda.device_array(n, np.float64)
+    _materialize_kernel[_stride_grid(n), _TPB](gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, out)
+    return out
+
+
+@cuda.jit
+def _stats_kernel(g, raw, sign, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, count, mnbits):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, g.shape[0], stride):
+        gi = np.float64(g[i])
+        p = _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
+        if p > 0:
+            cuda.atomic.add(count, 0, 1)
+            u = np.uint64(raw[i])
+            if u == sign:
+                u = np.uint64(0)
+            cuda.atomic.min(mnbits, 0, u)
+
+
+def support_stats(gains, losses, w, params: Params, threads):
+    """``(number of q_i > 0, smallest gain with q_i > 0)``."""
+    n = gains.shape[0]
+    nbits, raw, sign = _bit_view(gains)
+    lv, has = _losses_arg(losses)
+    fill, nu, gc, gf, lc, lf = params.as_tuple()
+    count = cuda.to_device(np.zeros(1, np.int64))
+    mnbits = cuda.to_device(np.full(1, np.iinfo(np.uint64).max, np.uint64))
+    _stats_kernel[_stride_grid(n), _TPB](gains, raw, sign, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf,
+                                  count, mnbits)
+    c = int(count.copy_to_host()[0])
+    if c == 0:
+        return 0, math.inf
+    mb = mnbits.copy_to_host()
+    v = mb.astype(np.uint32).view(np.float32) if nbits == 32 else mb.view(np.float64)
+    return c, float(v[0])
+
+
+# ------------------------------------------------------------------------ DepRound
+
+
+@cuda.jit(device=True)
+def _advance(mass, pos, off, local):
+    """One step of the canonical running mass (chunks of 8 from the block's start)."""
+    if pos % _CHUNK == 0:
+        off = off + local
+        local = 0.0
+    local += mass
+    return off, local, off + local
+
+
+@cuda.jit(device=True)
+def _mass_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf):
+    p = _prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
+    if p >= _CERTAIN or not (p > 0.0):
+        return 0.0
+    return p
+
+
+@cuda.jit(device=True)
+def _set_bit(bits, i):
+    bits[i >> 5] |= np.uint32(1) << np.uint32(i & 31)
+
+
+@cuda.jit
+def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, states, nblk,
+                  bits, taken_count, left_idx, left_mass):
+    """One thread per block: round_sequence of rad._backends.canonical, streamed.
+
+    A run's first uniform is known when the run starts (no draw happens inside a run), so
+    its inverse-CDF target is tracked while walking; only a second draw (the run's mass fell
+    short of the target) re-walks the run.
+    """
+    blk = cuda.grid(1)
+    if blk >= nblk:
+        return
+    n = g.shape[0] if not use_q else q.shape[0]
+    lo = blk * _BLOCK
+    hi = min(n, lo + _BLOCK)
+    state = states[blk]
+    counter = np.uint64(0)
+    ntaken = 0
+    k = 0.0
+    m_start = 0.0
+    carry = -1
+    off = 0.0
+    local = 0.0
+    cum = 0.0
+    prev_cum = 0.0
+    # the run starting at `start`: its saved walk state, target, positive count, last positive
+    start = lo
+    s_off = off
+    s_local = local
+    t1 = k + _uniform(state, counter)
+    first_hit = -1
+    npos = 0
+    last_pos = -1
+    for i in range(lo, hi):
+        p = _prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
+        mass = p
+        if p >= _CERTAIN:  # certain: taken, no mass
+            _set_bit(bits, i)
+            ntaken += 1
+            mass = 0.0
+        elif not (p > 0.0):
+            mass = 0.0
+        prev_cum = cum
+        off, local, cum = _advance(mass, i - lo, off, local)
+        if cum >= k + 1.0:  # crossing item i closes the run [start, i)
+            pick = carry
+            if npos > 0:
+                counter += np.uint64(1)
+                if not (m_start > t1):
+                    if first_hit >= 0:
+                        pick = first_hit
+                    else:
+                        total = prev_cum - k
+                        if total > 0:
+                            u2 = _uniform(state, counter)
+                            counter += np.uint64(1)
+                            t2 = _fma_free_add(k, _mul(u2, total))
+                            if not (m_start > t2):
+                                pick = last_pos
+                                o2 = s_off
+                                l2 = s_local
+                                for j in range(start, i):
+                                    mj = _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf,
+                                                  lc, lf)
+                                    o2, l2, c2 = _advance(mj, j - lo, o2, l2)
+                                    if c2 > t2:
+                                        pick = j
+                                        break
+            held = (prev_cum if i > lo else 0.0) - k
+            alpha = 1.0 - held
+            beta = 1.0 - mass
+            if pick < 0:
+                _set_bit(bits, i)
+                carry = -1
+            else:
+                u = _uniform(state, counter)
+                counter += np.uint64(1)
+                if _mul(u, alpha + beta) < beta:
+                    _set_bit(bits, pick)
+                    carry = i
+                else:
+                    _set_bit(bits, i)
+                    carry = pick
+            ntaken += 1
+            k += 1.0
+            m_start = cum
+            start = i + 1
+            s_off = off
+            s_local = local
+            t1 = k + _uniform(state, counter)
+            first_hit = -1
+            npos = 0
+            last_pos = -1
+        else:
+            if mass > 0.0:
+                npos += 1
+                last_pos = i
+            if first_hit < 0 and cum > t1:
+                first_hit = i
+    # the last run: its survivor is the block's leftover
+    pick = carry
+    if npos > 0:
+        counter += np.uint64(1)
+        if not (m_start > t1):
+            if first_hit >= 0:
+                pick = first_hit
+            else:
+                total = cum - k
+                if total > 0:
+                    u2 = _uniform(state, counter)
+                    counter += np.uint64(1)
+                    t2 = _fma_free_add(k, _mul(u2, total))
+                    if not (m_start > t2):
+                        pick = last_pos
+                        o2 = s_off
+                        l2 = s_local
+                        for j in range(start, hi):
+                            mj = _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf)
+                            o2, l2, c2 = _advance(mj, j - lo, o2, l2)
+                            if c2 > t2:
+                                pick = j
+                                break
+    taken_count[blk] = ntaken
+    left_idx[blk] = pick
+    left_mass[blk] = cum - k
+
+
+@cuda.jit
+def _mark_kernel(bits, idx):
+    i = cuda.grid(1)
+    if i < idx.shape[0]:
+        _set_bit(bits, idx[i])
+
+
+@cuda.jit
+def _compact_kernel(bits, offsets, nblk, n, out):
+    blk = cuda.grid(1)
+    if blk >= nblk:
+        return
+    o = offsets[blk]
+    w0 = blk * _WORDS
+    w1 = min(bits.shape[0], w0 + _WORDS)
+    for wd in range(w0, w1):
+        word = bits[wd]
+        if word == 0:
+            continue
+        for bit in range(32):
+            if (word >> np.uint32(bit)) & np.uint32(1):
+                out[o] = wd * 32 + bit
+                o += 1
+
+
+@cuda.jit
+def _popcount_kernel(bits, nblk, counts):
+    blk = cuda.grid(1)
+    if blk >= nblk:
+        return
+    c = 0
+    w0 = blk * _WORDS
+    w1 = min(bits.shape[0], w0 + _WORDS)
+    for wd in range(w0, w1):
+        word = bits[wd]
+        while word:
+            word &= word - np.uint32(1)
+            c += 1
+    counts[blk] = c
+
+
+def _merge_round(masses: np.ndarray, key: int) -> tuple[list[int], int]:
+    """The final DepRound over the block leftovers: positions taken and the last survivor.
+
+    ``round_sequence`` over the leftover masses on the :data:`~rad._backends.rng.MERGE_STREAM`
+    (one sequence, not blocked): the block kernel on the device while they fit one block
+    (pools below 2**32 points), the NumPy definition above that.
+    """
+    state = stream_state(key, MERGE_STREAM)
+    if masses.shape[0] == 0:
+        return [], -1
+    if masses.shape[0] > BLOCK:
+        from rad._backends.canonical import round_sequence
+
+        taken, pick, _ = round_sequence(masses, state)
+        return list(taken), int(pick)
+    dm = cuda.to_device(masses)
+    bits = cuda.to_device(np.zeros(-(-masses.shape[0] // 32), np.uint32))
+    cnt = cuda.device_array(1, np.int64)
+    li = cuda.device_array(1, np.int64)
+    lm = cuda.device_array(1, np.float64)
+    _round_kernel[1, 1](dm, _dummy(), False, 0.0, dm, True, False, 0.0, 0.0, 0.0, 0.0, 0.0,
+                        cuda.to_device(np.array([state], np.uint64)), 1, bits, cnt, li, lm)
+    words = bits.copy_to_host()
+    taken = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: masses.shape[0]])
+    return taken.tolist(), int(li.copy_to_host()[0])
+
+
+def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
+    use_q = q is not None
+    n = (q if use_q else gains).shape[0]
+    nblk = -(-n // BLOCK)
+    lv, has = _losses_arg(losses)
+    if use_q:
+        g_arg, q_arg = q, q
+        fill, nu, gc, gf, lc, lf = 0, 0.0, 0.0, 0.0, 0.0, 0.0
+    else:
+        g_arg, q_arg = gains, _dummy()
+        assert params is not None
+        fill, nu, gc, gf, lc, lf = params.as_tuple()
+    states = cuda.to_device(np.array([stream_state(key, blk) for blk in range(nblk)], dtype=np.uint64))
+    nwords = -(-n // 32)
+    bits = cuda.to_device(np.zeros(nwords, np.uint32))
+    taken_count = cuda.device_array(nblk, np.int64)
+    left_idx = cuda.device_array(nblk, np.int64)
+    left_mass = cuda.device_array(nblk, np.float64)
+    _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
+        g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, states, nblk, bits,
+        taken_count, left_idx, left_mass,
+    )
+    li = left_idx.copy_to_host()
+    lm = left_mass.copy_to_host()
+    keep = lm > 0
+    ids, masses = li[keep], np.ascontiguousarray(lm[keep])
+    merged, last = _merge_round(masses, key)
+    extra = [int(ids[j]) for j in merged]
+    total = int(taken_count.copy_to_host().sum()) + len(extra)
+    if total == b - 1 and last >= 0:
+        extra.append(int(ids[last]))
+        total += 1
+    if extra:
+        ex = cuda.to_device(np.asarray(extra, dtype=np.int64))
+        _mark_kernel[_grid(len(extra)), _TPB](bits, ex)
+    counts = cuda.device_array(nblk, np.int64)
+    _popcount_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](bits, nblk, counts)
+    per_block = counts.copy_to_host()
+    if int(per_block.sum()) != b or total != b:
+        raise RuntimeError(f"internal error: DepRound produced {int(per_block.sum())} indices for a budget of {b}")
+    offsets = np.zeros(nblk, np.int64)
+    np.cumsum(per_block[:-1], out=offsets[1:])
+    out = cuda.device_array(b, np.int64)
+    _compact_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](bits, cuda.to_device(offsets), nblk, n, out)
+    return out
+
+
+def depround_params(gains, losses, w, params: Params, b, key, threads):
+    """DepRound of the probabilities ``params`` define, streamed on the device.
+
+    Returns a device array of ``b`` sorted distinct ``int64`` indices.
+    """
+    return _depround(gains, losses, w, None, params, int(b), int(key))
+
+
+def depround_q(q, b, key, threads):
+    """DepRound of the device array ``q`` (float64) into ``b`` sorted distinct indices (device)."""
+    return _depround(None, None, 0.0, q, None, int(b), int(key))
+
+
+# ------------------------------------------------------ host kernels (fallback only)
+
+
+def argsort_desc(g, threads):
+    """Host fallback: the CPU backend's stable descending argsort of a copy."""
+    return _cpu().argsort_desc(_to_host(g), threads)
+
+
+def theorem1_scan(gains, losses, w, perm, m, threads):
+    """Host fallback: the CPU backend's sorted scan on copies."""
+    lo = None if losses is None else _to_host(losses)
+    return _cpu().theorem1_scan(_to_host(gains), lo, w, _to_host(perm), m, threads)
+
+
+def capped_eval(ctx, nu, b, m, threads):
+    """Host fallback: the capped path's arrays are sorted on the host."""
+    return _cpu().capped_eval(ctx, nu, b, m, threads)
+
+
+def depround_blocks(gains, losses, w, params: Params, key, offset, first_stream, threads):
+    """Host fallback (rad.dask's per-chunk rounding) on copies."""
+    lo = None if losses is None else _to_host(losses)
+    return _cpu().depround_blocks(_to_host(gains), lo, w, params, key, offset, first_stream, threads)
