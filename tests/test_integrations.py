@@ -114,14 +114,14 @@ class TestScikitActiveML:
         need("skactiveml")
 
     def student(self):
-        from sklearn.linear_model import LogisticRegression
         from skactiveml.classifier import SklearnClassifier
+        from sklearn.linear_model import LogisticRegression
 
         return SklearnClassifier(LogisticRegression(max_iter=500), classes=np.arange(K))
 
     def run_loop(self, problem, random_state, cycles=3):
-        from sklearn.base import clone
         from skactiveml.utils import MISSING_LABEL, check_random_state
+        from sklearn.base import clone
 
         from rad.integrations import RADSampling
 

@@ -1,5 +1,8 @@
-"""What the adapters share: importing a peer library, ``m``, validated probabilities, and
-one RAD selection with its inclusion probabilities."""
+"""What the adapters share.
+
+Importing a peer library, ``m``, validated probabilities, and one RAD selection with its
+inclusion probabilities.
+"""
 
 from __future__ import annotations
 
@@ -125,7 +128,7 @@ def as_probabilities(predictions: Any, name: str = "probabilities") -> np.ndarra
         isinstance(predictions, (list, tuple)) and predictions
         and not np.isscalar(predictions[0]) and np.ndim(_to_numpy(predictions[0])) >= 2
     ):
-        batches = [_to_numpy(batch) for batch in predictions]  # type: ignore[union-attr]
+        batches = [_to_numpy(batch) for batch in predictions]
         if not batches:
             raise ValueError(f"{name} is empty")
         arr = np.concatenate(batches, axis=0)

@@ -25,12 +25,12 @@ from rad.selectors import RNGLike, Selection, as_generator
 
 require("baal", "baal", "rad.integrations.RADHeuristic")
 
-from baal.active.heuristics import AbstractHeuristic
+from baal.active.heuristics import AbstractHeuristic  # noqa: E402
 
 __all__ = ["RADHeuristic"]
 
 
-class RADHeuristic(AbstractHeuristic):
+class RADHeuristic(AbstractHeuristic):  # type: ignore[misc]
     """Robust Active Distillation as a baal heuristic.
 
     ``get_ranks(probabilities)`` draws ``query_size`` points with ``rad.select`` on the

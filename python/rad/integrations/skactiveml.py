@@ -16,21 +16,21 @@ from rad.integrations._common import rad_selection, require, resolve_m
 
 require("skactiveml", "scikit-activeml", "rad.integrations.RADSampling")
 
-from sklearn.base import clone  # scikit-learn comes with scikit-activeml
-from skactiveml.base import (
+from skactiveml.base import (  # noqa: E402
     SingleAnnotatorPoolQueryStrategy,
     SkactivemlClassifier,
 )
-from skactiveml.utils import (
+from skactiveml.utils import (  # noqa: E402
     MISSING_LABEL,
     check_equal_missing_label,
     check_type,
 )
+from sklearn.base import clone  # noqa: E402  (scikit-learn comes with scikit-activeml)
 
 __all__ = ["RADSampling"]
 
 
-class RADSampling(SingleAnnotatorPoolQueryStrategy):
+class RADSampling(SingleAnnotatorPoolQueryStrategy):  # type: ignore[misc]
     """Robust Active Distillation as a scikit-activeml query strategy.
 
     The classifier ``clf`` is the student: its ``predict_proba`` on the candidates gives
@@ -165,7 +165,7 @@ class RADSampling(SingleAnnotatorPoolQueryStrategy):
         query_indices = order if mapping is None else np.asarray(mapping)[order]
         if not return_utilities:
             return query_indices
-        n_columns = len(X_cand) if mapping is None else len(X)
+        n_columns = len(X_cand) if mapping is None else np.shape(X)[0]
         q = np.full(n_columns, np.nan)
         q[slice(None) if mapping is None else mapping] = self.selection_.utilities
         utilities = np.tile(q, (batch_size, 1))

@@ -1,5 +1,4 @@
-"""The selector interface (:class:`Strategy`), its result (:class:`Selection`), and the
-name registry.
+"""The selector interface (:class:`Strategy`), its result (:class:`Selection`), the registry.
 
 Every selector is a small frozen dataclass (its hyper-parameters) deriving from
 :class:`Strategy` and registered under one or more names with :func:`register`;

@@ -68,7 +68,7 @@ def _buckets(
         if idx.size <= bucket_size:
             out.append(idx)
             continue
-        direction = rng.standard_normal(x.shape[1]).astype(x.dtype)
+        direction = rng.standard_normal(size=(x.shape[1],)).astype(x.dtype)
         projection = _project(x, idx, direction)
         half = idx.size // 2
         order = np.argpartition(projection, half)
@@ -78,15 +78,18 @@ def _buckets(
 
 
 def _apportion(total: int, sizes: Sequence[int]) -> list[int]:
-    """Split ``total`` clusters over buckets in proportion to size (largest remainder),
-    at least 1 and at most ``size`` each."""
+    """Split ``total`` clusters over buckets in proportion to size (largest remainder).
+
+    Each bucket gets at least 1 and at most its size.
+    """
     sizes_arr = np.asarray(sizes, dtype=np.float64)
     share = total * sizes_arr / sizes_arr.sum()
     base = np.floor(share).astype(np.int64)
     rest = total - int(base.sum())
     if rest > 0:
         base[np.argsort(-(share - base), kind="stable")[:rest]] += 1
-    return np.clip(base, 1, np.asarray(sizes, dtype=np.int64)).tolist()
+    counts: list[int] = np.clip(base, 1, np.asarray(sizes, dtype=np.int64)).tolist()
+    return counts
 
 
 def _check_linkage_options(method: str, bucketing: str) -> None:

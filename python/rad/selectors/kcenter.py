@@ -143,9 +143,12 @@ def _k_center(
     *,
     explain: bool,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64] | None, NDArray[np.float64] | None]:
-    """:func:`k_center_greedy`, and with ``explain`` the squared distance of each pick to
-    its nearest center when picked, and every point's squared distance to ``centers``
-    (``-inf`` where not selectable)."""
+    """:func:`k_center_greedy`, with what ``explain`` asks for.
+
+    With ``explain``, also the squared distance of each pick to its nearest center when
+    picked, and every point's squared distance to ``centers`` (``-inf`` where not
+    selectable).
+    """
     x = as_real_matrix(embeddings, "embeddings")
     n = x.shape[0]
     block_rows = check_int(block_rows, "block_rows", 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -79,11 +79,11 @@ def check_int(value: Any, name: str, low: int, high: int | None = None) -> int:
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
+    result = int(value)
+    if result < low or (high is not None and result > high):
         bound = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be in {bound}, got {value}")
-    return value
+        raise ValueError(f"{name} must be in {bound}, got {result}")
+    return result
 
 
 def as_real_matrix(x: ArrayLike, name: str) -> np.ndarray:
@@ -254,7 +254,9 @@ class PoolState:
             raise ValueError(f"inconsistent pool sizes: {sizes}")
         self._n = next(iter(sizes.values()))
         if self.clusters is not None and np.asarray(self.clusters).dtype.kind not in "iu":
-            raise TypeError(f"clusters must be integer labels, got dtype {self.clusters.dtype}")
+            raise TypeError(
+                f"clusters must be integer labels, got dtype {np.asarray(self.clusters).dtype}"
+            )
         self._labeled = (
             np.zeros(0, dtype=np.int64)
             if self.labeled is None
@@ -326,16 +328,18 @@ class PoolState:
             if kind == "raw_margin":
                 value = _gains.margins(outputs, from_logits=from_logits)
             else:
-                value = _gains.compute_gains(outputs, kind, from_logits=from_logits)
+                value = _gains.compute_gains(
+                    outputs, cast(_gains.GainKind, kind), from_logits=from_logits
+                )
             self._cache[kind] = value
         return self._cache[kind]
 
     def _student_outputs(self, kind: str) -> tuple[np.ndarray, bool]:
         """``(probs, False)`` or ``(logits, True)``; ``ValueError`` naming ``kind`` if none."""
         if self.probs is not None:
-            return self.probs, False
+            return cast(np.ndarray, self.probs), False  # made an array in __post_init__
         if self.logits is not None:
-            return self.logits, True
+            return cast(np.ndarray, self.logits), True
         raise ValueError(f"the {kind!r} score needs the pool's probs or logits")
 
     def require(self, name: str, strategy: str) -> Any:

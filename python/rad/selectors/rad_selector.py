@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,7 +70,7 @@ class RAD(Strategy):
         m = float(m)
         if not 0.0 <= m <= pool.n:
             raise ValueError(f"PoolState.m must be in [0, n={pool.n}], got {m!r}")
-        gains = pool.gains if pool.gains is not None else pool.score(self.gain)
+        gains = cast(np.ndarray, pool.gains) if pool.gains is not None else pool.score(self.gain)
         excluded = pool.excluded
         if excluded.size:
             gains = np.delete(gains, excluded)
