@@ -25,6 +25,7 @@ __all__ = [
     "depround",
     "estimate_m",
     "gains",
+    "integrations",
     "select",
     "solve",
     "selectors",
@@ -46,7 +47,7 @@ _LAZY = {
 
 
 #: Submodules importable as attributes (``rad.gains``, ...), also loaded on first use.
-_SUBMODULES = {"gains", "selectors", "verify"}
+_SUBMODULES = {"gains", "integrations", "selectors", "verify"}
 
 
 __getattr__ = lazy_getattr("rad", _LAZY, globals(), _SUBMODULES)
