@@ -27,6 +27,7 @@ _MODULES = {
     "cpp": "rad._backends.cpp_backend",
     "numba": "rad._backends.numba_backend",
     "numpy": "rad._backends.numpy_backend",
+    "cuda": "rad._backends.cuda_backend",  # by name, or by "auto" for device arrays (rad._solve.device)
 }
 _HINTS = {
     "cpp": "reinstall from source with a C++17 compiler: pip install --force-reinstall "
@@ -34,6 +35,9 @@ _HINTS = {
     "in a checkout)",
     "numba": "pip install numba (or the [numba] extra)",
     "numpy": "",
+    "cuda": "install the [cuda] extra (pip install 'robust-active-distillation[cuda]', i.e. numba-cuda) "
+    "on a machine with an NVIDIA GPU and its driver; pass the gains as a device array (CuPy, PyTorch, "
+    "JAX, numba)",
 }
 _loaded: dict[str, ModuleType] = {}  # conforming modules only
 _errors: dict[str, str] = {}
@@ -61,7 +65,11 @@ def _try_load(name: str) -> Kernels | None:
 
 
 def get_backend(name: str = "auto") -> Kernels:
-    """The kernel module for ``name`` (``"auto"``, ``"cpp"``, ``"numba"`` or ``"numpy"``)."""
+    """The kernel module for ``name`` (``"auto"``, ``"cpp"``, ``"numba"``, ``"numpy"`` or ``"cuda"``).
+
+    ``"auto"`` never picks ``"cuda"`` here: device arrays are routed to it by
+    :func:`rad._solve.game.resolve_game`.
+    """
     if not isinstance(name, str):
         raise TypeError(f"backend must be a string, got {type(name).__name__}")
     if name == "auto":
@@ -70,7 +78,7 @@ def get_backend(name: str = "auto") -> Kernels:
             if forced not in _MODULES:
                 raise ValueError(
                     f"the environment variable RAD_BACKEND={forced!r} names no backend; "
-                    f"choose one of 'auto', {', '.join(map(repr, ORDER))}"
+                    f"choose one of 'auto', {', '.join(map(repr, _MODULES))}"
                 )
             return get_backend(forced)
         for candidate in ORDER:
@@ -79,7 +87,7 @@ def get_backend(name: str = "auto") -> Kernels:
                 return mod
         raise BackendUnavailable("no rad backend could be loaded")  # numpy always loads
     if name not in _MODULES:
-        raise ValueError(f"unknown backend {name!r}; choose one of 'auto', {', '.join(map(repr, ORDER))}")
+        raise ValueError(f"unknown backend {name!r}; choose one of 'auto', {', '.join(map(repr, _MODULES))}")
     mod = _try_load(name)
     if mod is None:
         raise BackendUnavailable(

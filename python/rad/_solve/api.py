@@ -10,6 +10,7 @@ from rad._backends import get_backend
 from rad._backends.rng import RNG, key_from_rng
 from rad._backends.threads import resolve_threads
 from rad._solve.batch import solve_game
+from rad._solve.device import select_device, solve_device
 from rad._solve.game import resolve_game
 from rad._solve.solution import Solution
 from rad._solve.validation import as_float_vector, check_values
@@ -43,8 +44,9 @@ def solve(
         RAD loss weight, losses ``w * gains``; default ``1 - m / n``.
     losses : array_like, shape (n,), optional
         General per-point losses instead of ``w * gains``.
-    backend : {"auto", "cpp", "numba", "numpy"}
-        Kernel implementation.
+    backend : {"auto", "cpp", "numba", "numpy", "cuda"}
+        Kernel implementation. ``"auto"`` picks ``"cuda"`` for CUDA device arrays (then the
+        returned :class:`Solution` keeps no arrays: ``.probabilities()`` is unavailable).
     threads : int, optional
         Threads for the kernels; results do not depend on it. Default:
         ``RAD_NUM_THREADS`` when set, else all cores for pools of ``2**22`` points or
@@ -66,6 +68,8 @@ def solve(
         When the value is negative (the teacher is expected to do net harm).
     """
     game = resolve_game(gains, m, b, w=w, losses=losses, backend=backend, threads=threads, method=method)
+    if game.backend.name == "cuda":  # device arrays (rad._solve.device): no arrays kept in the Solution
+        return solve_device(game)[0]
     return solve_game(game)
 
 
@@ -80,6 +84,7 @@ def select(
     backend: str = "auto",
     threads: int | None = None,
     method: str = "auto",
+    as_numpy: bool = False,
 ) -> np.ndarray:
     """Choose exactly ``b`` points: DepRound of the optimal batch probabilities.
 
@@ -87,10 +92,15 @@ def select(
     ``SeedSequence`` or None). The same seed gives the same indices on every backend and
     for any thread count.
 
+    ``gains`` (and ``losses``) may be CUDA device arrays (CuPy, PyTorch, JAX, numba): they
+    are used in place by the ``cuda`` backend (``backend="auto"`` picks it) and the indices
+    come back as the same kind of device array, or as NumPy with ``as_numpy=True``.
+
     Returns
     -------
     numpy.ndarray
-        Sorted ``int64`` array of ``b`` distinct indices into ``gains``.
+        Sorted ``int64`` array of ``b`` distinct indices into ``gains`` (a device array
+        for device input unless ``as_numpy``).
 
     Examples
     --------
@@ -101,6 +111,8 @@ def select(
     """
     game = resolve_game(gains, m, b, w=w, losses=losses, backend=backend, threads=threads, method=method)
     key = key_from_rng(rng)
+    if game.backend.name == "cuda":
+        return select_device(game, key, as_numpy=as_numpy, template=gains)  # type: ignore[no-any-return]
     if game.b == 0:
         return np.zeros(0, dtype=np.int64)
     sol = solve_game(game)

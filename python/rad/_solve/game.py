@@ -16,6 +16,7 @@ import numpy as np
 from rad._backends import get_backend
 from rad._backends.contract import Kernels
 from rad._backends.threads import resolve_threads
+from rad._solve.device import host_array_error, is_device_array, resolve_device_game
 from rad._solve.validation import (
     as_float_vector,
     check_budget,
@@ -116,7 +117,13 @@ def resolve_game(
         With a message naming the argument (and, for values, the first bad index).
     """
     method = check_method(method)
+    if is_device_array(gains):  # CuPy, PyTorch, JAX, numba on a GPU: solved there (rad._solve.device)
+        return resolve_device_game(
+            gains, m, b, w=w, losses=losses, backend=backend, threads=threads, method=method
+        )
     kernels = get_backend(backend)
+    if kernels.name == "cuda":
+        raise host_array_error()
     gain_array = as_float_vector(gains, "gains")
     n = gain_array.shape[0]
     if n == 0:

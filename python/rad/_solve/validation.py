@@ -11,6 +11,8 @@ from typing import Callable
 
 import numpy as np
 
+from rad._solve.device import is_device_array
+
 __all__ = [
     "as_float_vector",
     "check_budget",
@@ -29,7 +31,12 @@ def as_float_vector(x: object, name: str) -> np.ndarray:
     passed through untouched; other real dtypes (integers, bool, float16) are converted
     to float64; non-numeric and complex input is a ``TypeError``.
     """
-    arr = np.asarray(x)
+    if not isinstance(x, np.ndarray) and is_device_array(x):
+        raise TypeError(
+            f"{name} is a CUDA device array ({type(x).__name__}): pass device gains (and losses) to "
+            "rad.select/rad.solve with backend='auto' or 'cuda', or copy it to the host yourself"
+        )
+    arr = _host_view(x)
     if arr.dtype.kind not in "biuf":
         raise TypeError(
             f"{name} must be a real numeric array, got dtype {arr.dtype} "
@@ -42,6 +49,17 @@ def as_float_vector(x: object, name: str) -> np.ndarray:
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
     return arr
+
+
+def _host_view(x: object) -> np.ndarray:
+    """``np.asarray(x)``; a host DLPack tensor (PyTorch, JAX on the CPU) is viewed, not copied."""
+    if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        try:
+            if int(x.__dlpack_device__()[0]) == 1:  # kDLCPU
+                return np.from_dlpack(x)
+        except (BufferError, TypeError, RuntimeError, ValueError):
+            pass  # e.g. a tensor that requires grad: np.asarray says why
+    return np.asarray(x)
 
 
 def check_values(arr: np.ndarray, name: str, first_invalid: Callable[[np.ndarray], int]) -> None:
