@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -140,6 +141,31 @@ void bind_for(py::module_& m) {
         auto r = rad::threshold_search(gp, L, n, m, threads);
         return std::make_tuple(r.status, r.tau, r.kstar, r.g_total);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"));
+
+    // Test hook: the bracketed first pass with a chosen bracket [lo, hi) of gain values
+    // (the above set is g >= hi); a bracket that misses tau must still give the exact answer.
+    m.def("threshold_bracketed", [](Arr<T> g, OptLosses losses, double w, double m, int threads, double lo, double hi) {
+        const Losses L = make_losses(losses, w);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
+        require(lo >= 0 && hi >= 0 && !std::isnan(lo) && !std::isnan(hi), "the bracket must be non-negative");
+        const rad::Bracket<T> br{rad::ordered_bits(static_cast<T>(lo)), rad::ordered_bits(static_cast<T>(hi))};
+        py::gil_scoped_release nogil;
+        auto r = rad::threshold_bracketed(gp, L, n, m, threads, br);
+        return std::make_tuple(r.status, r.tau, r.kstar, r.g_total);
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"), py::arg("lo"),
+       py::arg("hi"));
+
+    // Bandwidth probe for the benchmarks: one parallel vectorised sum (float64 lanes).
+    m.def("stream_sum", [](Arr<T> x, int threads) {
+        threads = checked_threads(threads);
+        const T* p = x.data();
+        const std::int64_t n = x.size();
+        py::gil_scoped_release nogil;
+        return rad::stream_sum(p, n, threads);
+    }, py::arg("x").noconvert(), py::arg("threads"));
 
     m.def("support_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
         const Losses L = make_losses(losses, w);

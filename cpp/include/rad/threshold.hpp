@@ -46,7 +46,7 @@ inline T from_bits(uint_of<T> u) {
 }
 
 template <class T>
-ThresholdResult threshold_search(const T* g, Losses L, std::int64_t n, double m, int threads) {
+ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, int threads) {
     using U = uint_of<T>;
     constexpr int kDigit = 16;
     constexpr int kBins = 1 << kDigit;
@@ -200,6 +200,416 @@ ThresholdResult threshold_search(const T* g, Losses L, std::int64_t n, double m,
         return res;
     }
     return res;
+}
+
+// ------------------------------------------------------------------ bracketed first pass
+//
+// The default search (docs/design.md §3): a strided sample of the gains brackets tau
+// between two gains, [lo, hi) in ordered bits. One streaming pass then validates every
+// gain, sums g/a over the pool, sums (count, 1/a, g/a, min g) over the points above the
+// bracket with vector lanes, and histograms only the few points inside the bracket into
+// kFine bins (per thread 128 KiB, in L2). The boundary fine bin is then gathered by a
+// compare-only pass and resolved exactly as in the radix search. A bracket that misses
+// tau (D at its top edge < 0, or D at its bottom edge >= 0 with points below) or a
+// boundary bin with more than kGatherMax points sends the search to threshold_radix:
+// the result never depends on the bracket, only the speed does.
+
+constexpr int kFineBits = 12;
+constexpr int kFine = 1 << kFineBits;
+constexpr std::int64_t kBracketGatherMax = std::int64_t{1} << 18;
+
+// Exact resolution of a gathered boundary bin (items: (g, a)), given the sums of the
+// points known to join and the D values that bound the decisions around the bin.
+inline ThresholdResult resolve_gathered(std::vector<std::pair<double, double>>& items, double acc_h, double acc_g,
+                                        std::int64_t acc_n, double last_min, double pass_d, double fail_d, double m,
+                                        double g_total, double scale) {
+    const double inf = std::numeric_limits<double>::infinity();
+    ThresholdResult res{0, 0.0, 0, g_total};
+    std::sort(items.begin(), items.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    double h = acc_h, gs = acc_g, tau = last_min;
+    std::int64_t k = acc_n;
+    double d_in = pass_d, d_out = fail_d;
+    for (size_t s = 0; s < items.size();) {
+        const double y = items[s].first;
+        const double d = y * h - gs + m;
+        if (d < 0) {
+            d_out = d;
+            break;
+        }
+        d_in = k == 0 ? inf : d;
+        tau = y;
+        for (; s < items.size() && items[s].first == y; ++s, ++k) {
+            const double a = items[s].second;
+            if (a > 0) {
+                h += 1.0 / a;
+                gs += y / a;
+            }
+        }
+    }
+    res.tau = tau;
+    res.kstar = k;
+    const double margin = 1e-10 * (std::abs(tau) * h + gs + m);
+    if (std::abs(d_in) < margin || std::abs(d_out) < margin || std::abs(g_total - m) < 1e-10 * scale) res.status = 1;
+    if (!std::isfinite(h) || !std::isfinite(gs) || !std::isfinite(g_total) || std::isnan(d_in) || std::isnan(d_out))
+        res.status = 1;
+    return res;
+}
+
+template <class T>
+struct Bracket {
+    uint_of<T> lo, hi;  // ordered bits: the bracket is lo <= u < hi
+};
+
+// The whole range of finite non-negative values: every point inside the bracket.
+template <class T>
+Bracket<T> full_bracket() {
+    return {uint_of<T>(0), ordered_bits(std::numeric_limits<T>::infinity())};
+}
+
+// A bracket for tau from a strided sample of about 2^16 gains (contiguous runs of 64):
+// the sample's own threshold scan with sums scaled by n / sample size gives a rank r;
+// the bracket spans the sample ranks r -+ (4 sqrt(r) + 32).
+template <class T>
+Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m) {
+    constexpr std::int64_t kSample = std::int64_t{1} << 16, kRun = 64;
+    std::vector<std::pair<double, double>> s;
+    s.reserve(static_cast<size_t>(std::min(n, kSample)));
+    auto take = [&](std::int64_t i) {
+        const T v = g[i];
+        if (!(v >= T(0) && v <= std::numeric_limits<T>::max())) return false;
+        const double gi = v;
+        s.emplace_back(gi, gi + L.at(i, gi));
+        return true;
+    };
+    if (n <= kSample) {
+        for (std::int64_t i = 0; i < n; ++i)
+            if (!take(i)) return full_bracket<T>();
+    } else {
+        const std::int64_t runs = kSample / kRun;
+        for (std::int64_t c = 0; c < runs; ++c) {
+            const std::int64_t start = (n - kRun) / (runs - 1) * c;
+            for (std::int64_t i = start; i < start + kRun; ++i)
+                if (!take(i)) return full_bracket<T>();
+        }
+    }
+    const std::int64_t ns = static_cast<std::int64_t>(s.size());
+    if (ns == 0) return full_bracket<T>();
+    std::sort(s.begin(), s.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    const double f = static_cast<double>(n) / static_cast<double>(ns);
+    double h = 0.0, gs = 0.0;
+    std::int64_t r = ns;
+    for (std::int64_t j = 0; j < ns; ++j) {
+        const double y = s[j].first;
+        if (y * f * h - f * gs + m < 0) {
+            r = j;
+            break;
+        }
+        const double a = s[j].second;
+        if (a > 0) {
+            h += 1.0 / a;
+            gs += y / a;
+        }
+    }
+    const std::int64_t delta = static_cast<std::int64_t>(4.0 * std::sqrt(static_cast<double>(r) + 1.0)) + 32;
+    Bracket<T> br = full_bracket<T>();
+    if (r - delta >= 0) br.hi = ordered_bits(static_cast<T>(s[r - delta].first)) + 1;
+    if (r + delta < ns) br.lo = ordered_bits(static_cast<T>(s[r + delta].first));
+    return br;
+}
+
+struct alignas(64) BracketAcc {
+    double g_total = 0.0, h = 0.0, g = 0.0;
+    double min = std::numeric_limits<double>::infinity();
+    std::int64_t above = 0, below = 0;
+    bool bad = false;
+};
+
+// Four-wide vectors (GCC/Clang vector extensions): the bracket pass is written with them
+// so that it vectorises for certain (masks and selects, no branches, no division under a
+// condition). Its sums only steer decisions that carry a rounding margin (near ties go to
+// the sorted scan), so their order is free.
+namespace simd {
+typedef double d4 __attribute__((vector_size(32)));
+typedef std::int64_t l4 __attribute__((vector_size(32)));
+typedef float f4 __attribute__((vector_size(16)));
+
+inline d4 splat(double x) { return d4{x, x, x, x}; }
+inline d4 select(l4 m, d4 a, d4 b) { return reinterpret_cast<d4>((reinterpret_cast<l4>(a) & m) | (reinterpret_cast<l4>(b) & ~m)); }
+inline d4 load(const float* p) {
+    f4 f;
+    std::memcpy(&f, p, sizeof f);
+    return __builtin_convertvector(f, d4);
+}
+// Bit j set iff lane j of the mask is set.
+inline unsigned movemask(l4 m) {
+#if defined(__AVX__)
+    return static_cast<unsigned>(__builtin_ia32_movmskpd256(reinterpret_cast<d4>(m)));
+#else
+    return static_cast<unsigned>((m[0] & 1) | (m[1] & 2) | (m[2] & 4) | (m[3] & 8));
+#endif
+}
+inline d4 load(const double* p) {
+    d4 d;
+    std::memcpy(&d, p, sizeof d);
+    return d;
+}
+}  // namespace simd
+
+// One thread's share [lo, hi) of the bracket pass. Values are compared, not bits: for
+// non-negative floats v >= from_bits(u) iff ordered_bits(v) >= u.
+template <class T, bool HasLosses>
+void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, uint_of<T> ulo, uint_of<T> uhi,
+                        int sh, BracketAcc& acc, std::int64_t* cnt, double* hh, double* gg, double* mn) {
+    using U = uint_of<T>;
+    using namespace simd;
+    constexpr int kRun = 64;
+    const double inf = std::numeric_limits<double>::infinity();
+    auto loss = [&](std::int64_t i, double gi) { return HasLosses ? L.values[i] : L.w * gi; };
+    auto inside = [&](std::int64_t i) {
+        {
+            const U u = ordered_bits(g[i]);
+            if (u < ulo || u >= uhi) return;
+            const double gi = g[i];
+            const double a = gi + loss(i, gi);
+            const double r = a > 0 ? 1.0 / a : 0.0;
+            const std::size_t b = static_cast<std::size_t>((u - ulo) >> sh);
+            cnt[b] += 1;
+            hh[b] += r;
+            gg[b] += gi * r;
+            mn[b] = std::min(mn[b], gi);
+        }
+    };
+    const d4 lo_v = splat(static_cast<double>(from_bits<T>(ulo))), hi_v = splat(static_cast<double>(from_bits<T>(uhi)));
+    const d4 zero = splat(0.0), one = splat(1.0), w = splat(L.w), maxv = splat(static_cast<double>(std::numeric_limits<T>::max()));
+    d4 t0 = zero, t1 = zero, h0 = zero, h1 = zero, s0 = zero, s1 = zero, m0 = splat(inf), m1 = splat(inf);
+    l4 a0 = {}, a1 = {}, b0 = {}, b1 = {}, bad = {};
+    auto step = [&](std::int64_t p, d4& t, d4& h, d4& s, d4& mnv, l4& na, l4& nb) {
+        const d4 x = load(g + p);
+        d4 a;
+        if constexpr (HasLosses) a = x + load(L.values + p);
+        else a = x + w * x;
+        const l4 pos = a > zero;
+        const d4 r = select(pos, one / select(pos, a, one), zero);
+        const d4 gr = x * r;
+        t += gr;
+        const l4 up = x >= hi_v;
+        h += select(up, r, zero);
+        s += select(up, gr, zero);
+        na -= up;
+        mnv = select(up & (x < mnv), x, mnv);
+        nb -= x < lo_v;
+        bad |= ~((x >= zero) & (x <= maxv));
+        return movemask((x >= lo_v) & (x < hi_v));
+    };
+    std::int64_t i = lo;
+    for (; i + kRun <= hi; i += kRun) {
+        std::uint64_t in = 0;
+        for (int q = 0; q < kRun; q += 8) {
+            in |= static_cast<std::uint64_t>(step(i + q, t0, h0, s0, m0, a0, b0)) << q;
+            in |= static_cast<std::uint64_t>(step(i + q + 4, t1, h1, s1, m1, a1, b1)) << (q + 4);
+        }
+        for (; in; in &= in - 1) inside(i + __builtin_ctzll(in));
+    }
+    double lt[8], lh[8], lg[8], lmin[8];
+    std::int64_t la[8], lb[8];
+    bool any_bad = false;
+    for (int j = 0; j < 4; ++j) {
+        lt[j] = t0[j], lt[j + 4] = t1[j], lh[j] = h0[j], lh[j + 4] = h1[j], lg[j] = s0[j], lg[j + 4] = s1[j];
+        lmin[j] = m0[j], lmin[j + 4] = m1[j], la[j] = a0[j], la[j + 4] = a1[j], lb[j] = b0[j], lb[j + 4] = b1[j];
+        any_bad |= bad[j] != 0;
+    }
+    for (; i < hi; ++i) {
+        const T v = g[i];
+        any_bad |= !(v >= T(0) && v <= std::numeric_limits<T>::max());
+        const U u = ordered_bits(v);
+        const double gi = v;
+        const double a = gi + loss(i, gi);
+        const double r = a > 0 ? 1.0 / a : 0.0;
+        lt[0] += gi * r;
+        if (u >= uhi) {
+            lh[0] += r;
+            lg[0] += gi * r;
+            la[0] += 1;
+            lmin[0] = std::min(lmin[0], gi);
+        } else if (u < ulo) {
+            lb[0] += 1;
+        } else {
+            inside(i);
+        }
+    }
+    acc.g_total = combine_lanes(lt);
+    acc.h = combine_lanes(lh);
+    acc.g = combine_lanes(lg);
+    for (int j = 0; j < 8; ++j) {
+        acc.above += la[j];
+        acc.below += lb[j];
+        acc.min = std::min(acc.min, lmin[j]);
+    }
+    acc.bad = any_bad;
+}
+
+// The search with a given bracket (the sample's, or any: tests pass brackets that miss).
+template <class T>
+ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double m, int threads, Bracket<T> br) {
+    using U = uint_of<T>;
+    constexpr int kBits = 8 * static_cast<int>(sizeof(U));
+    const double inf = std::numeric_limits<double>::infinity();
+    if (n == 0) return threshold_radix(g, L, n, m, threads);
+    const U full_hi = full_bracket<T>().hi;
+    br.hi = std::min(br.hi, full_hi);
+    if (br.lo >= br.hi) br.lo = br.hi - 1;
+    const U ulo = br.lo, uhi = br.hi;
+    int sh = 0;
+    while (sh < kBits && ((uhi - ulo - 1) >> sh) >= static_cast<U>(kFine)) ++sh;
+    const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(std::max(1, threads), num_blocks(n))));
+    std::vector<BracketAcc> acc(static_cast<size_t>(nt));
+    std::vector<std::int64_t> cnt(static_cast<size_t>(nt) * kFine, 0);
+    std::vector<double> hh(static_cast<size_t>(nt) * kFine, 0.0), gg(static_cast<size_t>(nt) * kFine, 0.0),
+        mn(static_cast<size_t>(nt) * kFine, inf);
+#ifdef RAD_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; ++t) {
+        const std::int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+        const size_t off = static_cast<size_t>(t) * kFine;
+        if (L.values)
+            bracket_pass_range<T, true>(g, L, lo, hi, ulo, uhi, sh, acc[t], &cnt[off], &hh[off], &gg[off], &mn[off]);
+        else
+            bracket_pass_range<T, false>(g, L, lo, hi, ulo, uhi, sh, acc[t], &cnt[off], &hh[off], &gg[off], &mn[off]);
+    }
+    BracketAcc tot;
+    for (int t = 0; t < nt; ++t) {
+        tot.bad |= acc[t].bad;
+        tot.g_total += acc[t].g_total;
+        tot.h += acc[t].h;
+        tot.g += acc[t].g;
+        tot.above += acc[t].above;
+        tot.below += acc[t].below;
+        tot.min = std::min(tot.min, acc[t].min);
+    }
+    if (tot.bad) return ThresholdResult{2, 0.0, 0, 0.0};
+    for (int t = 1; t < nt; ++t)
+        for (int b = 0; b < kFine; ++b) {
+            const size_t s = static_cast<size_t>(t) * kFine + b;
+            cnt[b] += cnt[s];
+            hh[b] += hh[s];
+            gg[b] += gg[s];
+            mn[b] = std::min(mn[b], mn[s]);
+        }
+    const double g_total = tot.g_total, scale = m + g_total;
+    double acc_h = tot.h, acc_g = tot.g, last_min = tot.min, pass_d = inf, fail_d = -inf;
+    std::int64_t acc_n = tot.above;
+    auto fallback = [&]() { return threshold_radix(g, L, n, m, threads); };
+    if (tot.above > 0) {
+        const double d = static_cast<double>(from_bits<T>(uhi)) * acc_h - acc_g + m;
+        if (d < 0) return fallback();  // tau lies above the bracket
+        pass_d = d;
+    }
+    int boundary = -1, lowest = -1;
+    for (int b = kFine - 1; b >= 0; --b) {
+        if (!cnt[b]) continue;
+        lowest = b;
+        const double edge = static_cast<double>(from_bits<T>(static_cast<U>(ulo + (static_cast<U>(b) << sh))));
+        const double h2 = acc_h + hh[b], g2 = acc_g + gg[b];
+        const double d_edge = edge * h2 - g2 + m;
+        if (d_edge < 0) {
+            boundary = b;
+            fail_d = d_edge;
+            break;
+        }
+        pass_d = d_edge;
+        acc_h = h2;
+        acc_g = g2;
+        acc_n += cnt[b];
+        last_min = mn[b];
+    }
+    if (boundary < 0) {
+        if (lowest < 0) return fallback();  // nothing inside the bracket: let the radix search decide
+        if (tot.below > 0) {
+            // Every group inside joins; the points below fail iff D at the bracket's
+            // bottom edge (an upper bound of their D) is negative.
+            const double d_lo = static_cast<double>(from_bits<T>(ulo)) * acc_h - acc_g + m;
+            if (!(d_lo < 0)) return fallback();  // tau may lie below the bracket
+            fail_d = d_lo;
+        }
+        acc_h -= hh[lowest];
+        acc_g -= gg[lowest];
+        acc_n -= cnt[lowest];
+        boundary = lowest;
+    }
+    if (cnt[boundary] > kBracketGatherMax) return fallback();
+    // Gather the boundary fine bin (compare-only pass) and resolve it exactly.
+    const U bkey = static_cast<U>(boundary);
+    std::vector<std::vector<std::pair<double, double>>> parts(static_cast<size_t>(nt));
+#ifdef RAD_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; ++t) {
+        const std::int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+        constexpr int kRun = 64;
+        std::int64_t i = lo;
+        auto one = [&](std::int64_t p) {
+            const U u = ordered_bits(g[p]);
+            if (u < ulo || u >= uhi || ((u - ulo) >> sh) != bkey) return;
+            const double gi = g[p];
+            parts[t].emplace_back(gi, gi + L.at(p, gi));
+        };
+        for (; i + kRun <= hi; i += kRun) {
+            int hit = 0;
+            for (int j = 0; j < kRun; ++j) {
+                const U u = ordered_bits(g[i + j]);
+                hit |= (u >= ulo) & (u < uhi) & (((u - ulo) >> sh) == bkey);
+            }
+            if (hit)
+                for (int j = 0; j < kRun; ++j) one(i + j);
+        }
+        for (; i < hi; ++i) one(i);
+    }
+    std::vector<std::pair<double, double>> items;
+    items.reserve(static_cast<size_t>(cnt[boundary]));
+    for (auto& p : parts) items.insert(items.end(), p.begin(), p.end());
+    return resolve_gathered(items, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, m, g_total, scale);
+}
+
+// The default sort-free search: a sample bracket, then the bracketed pass.
+template <class T>
+ThresholdResult threshold_search(const T* g, Losses L, std::int64_t n, double m, int threads) {
+    return threshold_bracketed(g, L, n, m, threads, sample_bracket(g, L, n, m));
+}
+
+// One streaming read of x (the floor rad.select is measured against): a parallel sum in
+// 32-byte vector lanes of T (what np.sum does, on every thread), each thread over a
+// contiguous range.
+template <class T>
+double stream_sum(const T* x, std::int64_t n, int threads) {
+    typedef T v __attribute__((vector_size(32)));
+    constexpr int kL = static_cast<int>(32 / sizeof(T));
+    const int nt = std::max(1, threads);
+    double total = 0.0;
+#ifdef RAD_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : total) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; ++t) {
+        const std::int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+        v s0 = {}, s1 = {}, s2 = {}, s3 = {}, c;
+        std::int64_t i = lo;
+        for (; i + 4 * kL <= hi; i += 4 * kL) {
+            std::memcpy(&c, x + i, 32);
+            s0 += c;
+            std::memcpy(&c, x + i + kL, 32);
+            s1 += c;
+            std::memcpy(&c, x + i + 2 * kL, 32);
+            s2 += c;
+            std::memcpy(&c, x + i + 3 * kL, 32);
+            s3 += c;
+        }
+        const v s = (s0 + s1) + (s2 + s3);
+        double acc = 0.0;
+        for (int j = 0; j < kL; ++j) acc += s[j];
+        for (; i < hi; ++i) acc += x[i];
+        total += acc;
+    }
+    return total;
 }
 
 }  // namespace rad
