@@ -22,9 +22,10 @@
 
 namespace rad {
 
-// Probabilities this close to 1 are treated as certain (changes a marginal by < 1e-9);
-// every other item then moves M by less than 1, so M crosses one integer at a time.
-constexpr double kCertain = 1.0 - 1.0 / 1073741824.0;  // 1 - 2^-30
+// Only q == 1 is certain (taken without pairing): every other item moves M by less than
+// 1 (its rounded sum by at most 1), so M crosses one integer at a time, and an item however
+// close to 1 sheds its mass 1 - q into the pairing (canonical.CERTAIN).
+constexpr double kCertain = 1.0;
 // M is summed sequentially inside chunks of kChunk items, chunk totals sequentially:
 // M_i = O_c + L_i, O_{c+1} = O_c + L_last(c). Short dependency chains; exact same bits
 // in every backend.
