@@ -1,5 +1,6 @@
-"""The CUDA backend: the sort-free search, canonical support sums and streaming DepRound
-as GPU kernels written with numba-cuda (the ``[cuda]`` extra).
+"""The CUDA backend: sort-free search, canonical sums and streaming DepRound on the GPU.
+
+GPU kernels written with numba-cuda (the ``[cuda]`` extra).
 
 It implements :class:`rad._backends.contract.Kernels` on *device* arrays (numba device
 arrays; :mod:`rad._solve.device` adapts CuPy, PyTorch and JAX arrays to them without a
@@ -67,8 +68,8 @@ _CERTAIN = CERTAIN
 _CHUNK = CHUNK
 _BLOCK = BLOCK
 _LANES = LANES
-_TPB = 256  # threads per CUDA block for the streaming kernels
-_ROUND_TPB = 64  # threads per CUDA block for the per-block DepRound (one thread per block)
+_TPB = 32 if SIMULATOR else 256  # threads per CUDA block for the streaming kernels (few in the simulator)
+_ROUND_TPB = 8 if SIMULATOR else 64  # threads per CUDA block for the per-block DepRound (one per block)
 _WORDS = BLOCK // 32  # bitmap words per DepRound block
 
 if SIMULATOR:  # the simulator's libdevice is a stub; Python floats round each product anyway
@@ -150,7 +151,7 @@ def _grid(n: int, tpb: int = _TPB) -> int:
 
 def _stride_grid(n: int) -> int:
     """Blocks for the grid-stride kernels: a few waves on a GPU, a couple in the simulator."""
-    return max(1, min(-(-n // _TPB), 2 if SIMULATOR else 8192))
+    return max(1, min(-(-n // _TPB), 4 if SIMULATOR else 8192))
 
 
 def _dummy() -> Any:
@@ -174,6 +175,24 @@ def _cpu() -> Any:
         except ImportError:
             continue
     raise RuntimeError("no CPU backend could be loaded")  # numpy always loads
+
+
+# ------------------------------------------------------------------ conversions
+
+
+@cuda.jit
+def _cast_kernel(src, dst):
+    start = cuda.grid(1)
+    for i in range(start, src.shape[0], cuda.gridsize(1)):
+        dst[i] = src[i]
+
+
+def device_copy(x: Any, dtype: Any) -> Any:
+    """A contiguous device copy of the 1-D device array ``x`` as ``dtype`` (never via the host)."""
+    out = cuda.device_array(x.shape[0], dtype=dtype)
+    if x.shape[0]:
+        _cast_kernel[_stride_grid(x.shape[0]), _TPB](x, out)
+    return out
 
 
 # ------------------------------------------------------------------ validation pass
@@ -351,8 +370,10 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
 
 
 def support_block_sums(gains, losses, w, tau, threads):
-    """Per block (host arrays): canonical totals of ``1/a`` and ``g/a`` over ``g >= tau, a > 0``,
-    counts and minima of ``a``."""
+    """Per block (host arrays): canonical sums over ``g >= tau, a > 0``.
+
+    Returns the totals of ``1/a`` and ``g/a``, the counts and the minima of ``a``.
+    """
     n = gains.shape[0]
     nblk = -(-n // BLOCK)
     lv, has = _losses_arg(losses)

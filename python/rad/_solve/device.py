@@ -21,11 +21,15 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rad._backends.params import Params
+
+if TYPE_CHECKING:
+    from rad._solve.game import Game
+    from rad._solve.solution import Solution
 
 __all__ = [
     "DeviceFallbackWarning",
@@ -49,8 +53,11 @@ class DeviceFallbackWarning(RuntimeWarning):
 
 
 def is_device_array(x: object) -> bool:
-    """Whether ``x`` is a CUDA array (``__cuda_array_interface__``, numba device array, or
-    DLPack on a CUDA device). Never imports numba or copies anything."""
+    """Whether ``x`` is a CUDA array.
+
+    That is: ``__cuda_array_interface__``, a numba device array, or DLPack on a CUDA
+    device. Never imports numba or copies anything.
+    """
     if isinstance(x, np.ndarray):
         return False
     try:
@@ -79,10 +86,12 @@ def _cuda_module() -> Any:
 
 
 def _from_dlpack(x: object, name: str) -> Any:
-    """A CUDA DLPack array without ``__cuda_array_interface__`` (e.g. JAX), through CuPy or
-    PyTorch (zero copy)."""
+    """Read a CUDA DLPack array without ``__cuda_array_interface__`` (e.g. JAX).
+
+    Through CuPy or PyTorch, zero copy.
+    """
     try:
-        import cupy
+        import cupy  # type: ignore[import-not-found, unused-ignore]
 
         return cupy.from_dlpack(x)
     except ImportError:
@@ -90,7 +99,7 @@ def _from_dlpack(x: object, name: str) -> Any:
     try:
         import torch
 
-        return torch.from_dlpack(x)
+        return torch.from_dlpack(x)  # type: ignore[attr-defined, unused-ignore]
     except ImportError:
         pass
     raise TypeError(
@@ -99,25 +108,10 @@ def _from_dlpack(x: object, name: str) -> Any:
     )
 
 
-@__import__("functools").lru_cache(maxsize=None)
-def _cast_kernel() -> Any:
-    cuda = _cuda_module()
-
-    @cuda.jit
-    def cast(src, dst):
-        start = cuda.grid(1)
-        for i in range(start, src.shape[0], cuda.gridsize(1)):
-            dst[i] = src[i]
-
-    return cast
-
-
 def _device_copy(x: Any, dtype: Any) -> Any:
-    cuda = _cuda_module()
-    out = cuda.device_array(x.shape[0], dtype=dtype)
-    if x.shape[0]:
-        _cast_kernel()[max(1, min(-(-x.shape[0] // 256), 4096)), 256](x, out)
-    return out
+    from rad._backends import get_backend
+
+    return get_backend("cuda").device_copy(x, dtype)  # type: ignore[attr-defined]
 
 
 def as_device_vector(x: object, name: str, *, float64: bool = False) -> Any:
@@ -128,7 +122,7 @@ def as_device_vector(x: object, name: str, *, float64: bool = False) -> Any:
     ``float64=True`` converts float32 as well), never through the host.
     """
     cuda = _cuda_module()
-    obj = x
+    obj: Any = x
     try:
         has_cai = hasattr(x, "__cuda_array_interface__")
     except Exception as exc:  # PyTorch: "Can't get __cuda_array_interface__ on Variable that requires grad"
@@ -179,7 +173,7 @@ def host_array_error() -> TypeError:
 
 def resolve_device_game(
     gains: object, m: object, b: object, *, w: object, losses: object, backend: str, threads: object, method: str
-) -> Any:
+) -> Game:
     """:func:`rad._solve.game.resolve_game` for device gains: the same checks, on the device."""
     from rad._backends import get_backend
     from rad._backends.threads import resolve_threads
@@ -294,7 +288,7 @@ def _why(game: Any) -> str:
     return "the solution is capped (b max p* > 1), a near tie, or subnormal input"
 
 
-def solve_device(game: Any) -> tuple[Any, Any]:
+def solve_device(game: Game) -> tuple[Solution, Game]:
     """Solve a device game: ``(solution, game it was solved on)`` (a host game on fallback)."""
     from rad._solve.batch import solve_game
 
@@ -316,6 +310,7 @@ def select_device(game: Any, key: int, *, as_numpy: bool = False, template: obje
         idx = game.backend.depround_params(game.gains, game.losses, game.kernel_w, sol.params, game.b, key,
                                            game.threads)
     else:  # params of rescaled host copies: round those on the host
+        assert sol.gains is not None
         host = solved.backend.depround_params(sol.gains, sol.losses, solved.kernel_w, sol.params, game.b, key,
                                               solved.threads)
         idx = _cuda_module().to_device(np.ascontiguousarray(host))
@@ -323,12 +318,14 @@ def select_device(game: Any, key: int, *, as_numpy: bool = False, template: obje
 
 
 def like_input(arr: Any, template: object) -> Any:
-    """``arr`` (a numba device array) as the template's kind of device array, zero copy:
-    CuPy, PyTorch or JAX when the template is one, else the numba device array."""
+    """``arr`` (a numba device array) as the template's kind of device array, zero copy.
+
+    CuPy, PyTorch or JAX when the template is one, else the numba device array.
+    """
     mod = (type(template).__module__ or "").split(".")[0]
     try:
         if mod == "cupy":
-            import cupy
+            import cupy  # type: ignore[import-not-found, unused-ignore]
 
             return cupy.asarray(arr)
         if mod == "torch":
@@ -339,7 +336,7 @@ def like_input(arr: Any, template: object) -> Any:
             import jax.dlpack
 
             try:
-                import cupy
+                import cupy  # type: ignore[import-not-found, unused-ignore]
 
                 return jax.dlpack.from_dlpack(cupy.asarray(arr))
             except ImportError:

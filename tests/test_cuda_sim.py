@@ -1,0 +1,321 @@
+"""The cuda backend on numba's CUDA simulator, against the NumPy reference.
+
+CI has no GPU: the kernels of :mod:`rad._backends.cuda_backend` run on the simulator
+(``NUMBA_ENABLE_CUDASIM=1``, which must be set before numba.cuda is imported, so the checks
+run in one child process: other tests in this process use the real numba) on small pools.
+Each check compares with the NumPy backend: the same ``k*``, threshold, value, canonical
+sums and DepRound indices (bit for bit), DepRound marginals, and the validation errors.
+The parent tests below read the child's verdicts; device detection and host DLPack
+views are tested here directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# ----------------------------------------------------------------- the child's checks
+
+CHECKS: dict[str, Callable[[], None]] = {}
+
+
+def check(fn: Callable[[], None]) -> Callable[[], None]:
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def _pools() -> list[tuple[str, np.ndarray]]:
+    rng = np.random.default_rng(7)
+    uniform = rng.random(700)
+    ties = np.round(rng.random(600) * 20) / 20  # many equal gains
+    zeros = np.where(rng.random(500) < 0.3, 0.0, rng.random(500))  # zero gains, -0.0 too
+    zeros[::50] = -0.0
+    heavy = rng.pareto(1.5, 500)
+    return [("uniform", uniform), ("ties", ties), ("zeros", zeros), ("heavy", heavy)]
+
+
+@check
+def kernels_match_numpy() -> None:
+    from numba import cuda
+
+    from rad._backends import cuda_backend as C
+    from rad._backends import numpy_backend as R
+    from rad._backends.params import Params
+
+    rng = np.random.default_rng(11)
+    for label, base in _pools():
+        for dtype in (np.float32, np.float64):
+            g = base.astype(dtype)
+            d = cuda.to_device(g)
+            for losses in (None, rng.random(g.shape[0]) * 2):
+                dl = None if losses is None else cuda.to_device(losses)
+                w = 0.6 if losses is None else 0.0
+                n = g.shape[0]
+                for m in (0.05 * n, 0.3 * n):
+                    got, want = C.threshold_search(d, dl, w, m, 1), R.threshold_search(g, losses, w, m)
+                    assert got[:3] == want[:3], (label, dtype, m, got, want)
+                    assert abs(got[3] - want[3]) <= 1e-12 * abs(want[3]), (got, want)
+                tau = float(np.quantile(g, 0.4))
+                assert C.support_sums(d, dl, w, tau, 1) == R.support_sums(g, losses, w, tau), (label, dtype)
+                for a, b in zip(C.support_block_sums(d, dl, w, tau, 1), R.support_block_sums(g, losses, w, tau)):
+                    assert np.array_equal(a, b)
+                h = R.support_sums(g, losses, w, tau)[0]
+                for params in (
+                    Params("gain", 0.5 if dtype == np.float32 else 3.0 / h, gain_cut=tau, gain_frac=0.25),
+                    Params("loss", 0.4, loss_cut=float(np.quantile(g, 0.2)), loss_frac=0.3),
+                ):
+                    q_dev = C.materialize(d, dl, w, params, 1).copy_to_host()
+                    assert np.array_equal(q_dev, R.materialize(g, losses, w, params)), (label, params)
+                    assert C.support_stats(d, dl, w, params, 1) == R.support_stats(g, losses, w, params)
+            assert C.first_invalid(d, 1) == -1
+
+
+@check
+def invalid_values_are_found() -> None:
+    from numba import cuda
+
+    from rad._backends import cuda_backend as C
+
+    for dtype in (np.float32, np.float64):
+        for bad in (np.nan, np.inf, -1.0):
+            g = np.linspace(0, 1, 700).astype(dtype)
+            g[[333, 600]] = bad
+            assert C.first_invalid(cuda.to_device(g), 1) == 333
+            status = C.threshold_search(cuda.to_device(g), None, 0.5, 10.0, 1)[0]
+            assert status == 2
+
+
+@check
+def select_and_solve_match_numpy() -> None:
+    from numba import cuda
+
+    import rad
+
+    for label, base in _pools():
+        n = base.shape[0]
+        for dtype in (np.float32, np.float64):
+            g = base.astype(dtype)
+            d = cuda.to_device(g)
+            for m, b in ((0.2 * n, 1), (0.05 * n, 30)):
+                want = rad.solve(g, m, b, backend="numpy")
+                got = rad.solve(d, m, b)
+                if want.capped:
+                    continue  # the capped path is the host fallback (checked below)
+                assert (got.value, got.k_star, got.threshold, got.params) == (
+                    want.value, want.k_star, want.threshold, want.params
+                ), (label, dtype, m, b)
+                for seed in (12345,):
+                    idx = rad.select(d, m, b, rng=seed)
+                    assert type(idx).__name__ == type(d).__name__  # the input's kind of device array
+                    assert np.array_equal(idx.copy_to_host(), rad.select(g, m, b, rng=seed, backend="numpy"))
+        # general losses, on the device too
+        losses = np.random.default_rng(3).random(n)
+        for b in (1, 5):
+            want = rad.select(base, 0.1 * n, b, losses=losses, rng=9, backend="numpy")
+            got = rad.select(cuda.to_device(base), 0.1 * n, b, losses=cuda.to_device(losses), rng=9, as_numpy=True)
+            assert isinstance(got, np.ndarray) and np.array_equal(got, want), label
+
+
+@check
+def select_spans_blocks() -> None:
+    """Two DepRound blocks, their leftovers merged: the same indices as NumPy."""
+    from numba import cuda
+
+    import rad
+    from rad._backends.canonical import BLOCK
+
+    g = np.random.default_rng(5).random(BLOCK + 700).astype(np.float32)
+    for seed in (1,):
+        got = rad.select(cuda.to_device(g), 0.2 * g.shape[0], 40, rng=seed, as_numpy=True)
+        assert np.array_equal(got, rad.select(g, 0.2 * g.shape[0], 40, rng=seed, backend="numpy"))
+        assert (got >= BLOCK).any()
+
+
+@check
+def host_fallbacks_match_numpy() -> None:
+    from numba import cuda
+
+    import rad
+    from rad._solve.device import DeviceFallbackWarning
+
+    g = np.random.default_rng(2).random(800)
+    d = cuda.to_device(g)
+    for m, b in ((80.0, 700), (80.0, 800), (0.0, 400)):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always", DeviceFallbackWarning)
+            got = rad.select(d, m, b, rng=4, as_numpy=True)
+        assert any(r.category is DeviceFallbackWarning for r in rec), (m, b)
+        assert np.array_equal(got, rad.select(g, m, b, rng=4, backend="numpy")), (m, b)
+    assert rad.select(d, 80.0, 0, rng=1, as_numpy=True).shape == (0,)
+
+
+@check
+def depround_marginals() -> None:
+    """Each index is taken with probability q_i (Bernoulli z-scores), exactly b taken, and the
+    draws equal the NumPy reference's."""
+    from numba import cuda
+
+    from rad._backends import cuda_backend as C
+    from rad._backends import numpy_backend as R
+
+    rng = np.random.default_rng(0)
+    q = np.zeros(40)
+    q[:3] = 1.0  # certain; q[3:6] = 0 never taken
+    raw = rng.random(34) + 0.2
+    q[6:] = raw / raw.sum() * 9.0  # all below 1, sum 12 in total
+    b = int(round(q.sum()))
+    dq = cuda.to_device(q)
+    draws = 200
+    counts = np.zeros(q.shape[0])
+    for key in range(draws):
+        got = C.depround_q(dq, b, key, 1).copy_to_host()
+        assert got.shape == (b,) and np.all(np.diff(got) > 0)
+        assert np.array_equal(got, R.depround_q(q, b, key))
+        counts[got] += 1
+    assert np.all(counts[:3] == draws) and np.all(counts[3:6] == 0)
+    var = np.maximum(q * (1 - q), 1e-12) * draws
+    z = (counts - q * draws) / np.sqrt(var)
+    assert np.max(np.abs(z[6:])) < 4.5, z
+
+
+@check
+def errors_name_the_problem() -> None:
+    from numba import cuda
+
+    import rad
+
+    g = np.random.default_rng(1).random(300)
+    d = cuda.to_device(g)
+
+    def raises(fn: Callable[[], Any], exc: type[BaseException], text: str) -> None:
+        try:
+            fn()
+        except exc as e:
+            assert text in str(e), (text, str(e))
+            return
+        raise AssertionError(f"no {exc.__name__} ({text})")
+
+    raises(lambda: rad.select(g, 30, 5, backend="cuda"), TypeError, "needs the gains on the GPU")
+    raises(lambda: rad.select(d, 30, 5, backend="numpy"), TypeError, "runs on the host")
+    raises(lambda: rad.select(d, 30, 5, backend="nonsense"), ValueError, "unknown backend")
+    bad = g.copy()
+    bad[17] = np.nan
+    raises(lambda: rad.select(cuda.to_device(bad), 30, 5), ValueError, "gains[17] = nan is NaN")
+    raises(lambda: rad.select(cuda.to_device(bad), 30, 0), ValueError, "gains[17] = nan is NaN")
+    raises(lambda: rad.select(cuda.to_device(g.astype(complex)), 30, 5), TypeError, "real numeric")
+    raises(lambda: rad.select(cuda.to_device(np.ones((3, 3))), 1, 1), ValueError, "one-dimensional")
+    raises(lambda: rad.select(d, 30, 5, losses=g), TypeError, "same device")
+    neg = g.copy()
+    neg[4] = -1.0
+    raises(lambda: rad.select(d, 30, 5, losses=cuda.to_device(neg)), ValueError, "losses[4] = -1.0 is negative")
+    raises(lambda: rad.select(d, 400, 5), ValueError, "m (the teacher's mistakes")
+    raises(lambda: rad.select(d, 30, 301), ValueError, "b (the budget)")
+    # integer gains and strided views are converted on the device, as the host converts them
+    ints = (g * 10).astype(np.int64)
+    got = rad.select(cuda.to_device(ints), 30, 5, rng=2, as_numpy=True)
+    assert np.array_equal(got, rad.select(ints, 30, 5, rng=2, backend="numpy"))
+    got = rad.select(d[::2], 15, 5, rng=2, as_numpy=True)
+    assert np.array_equal(got, rad.select(g[::2], 15, 5, rng=2, backend="numpy"))
+
+
+def _child() -> None:
+    """Run every check on the simulator and print one JSON line of verdicts."""
+    warnings.filterwarnings("ignore", message="overflow encountered", category=RuntimeWarning)
+    np.seterr(over="ignore")
+    try:
+        from numba import cuda
+
+        from rad._backends import cuda_backend  # noqa: F401
+    except Exception as exc:  # the simulator is unavailable here
+        print(json.dumps({"__skip__": f"{type(exc).__name__}: {exc}"}))
+        return
+    if not cuda.is_available():
+        print(json.dumps({"__skip__": "numba.cuda.is_available() is False under the simulator"}))
+        return
+    out: dict[str, str] = {}
+    for name, fn in CHECKS.items():
+        try:
+            fn()
+            out[name] = "ok"
+        except Exception as exc:  # reported by the parent test of that name
+            import traceback
+
+            out[name] = "".join(traceback.format_exception(exc))[-3000:]
+    print(json.dumps(out))
+
+
+# ---------------------------------------------------------------- the parent's tests
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, str]:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join(
+        p for p in (os.path.join(ROOT, "python"), HERE, os.environ.get("PYTHONPATH", "")) if p
+    ))
+    env.pop("RAD_BACKEND", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import test_cuda_sim; test_cuda_sim._child()"],
+        capture_output=True, text=True, env=env, cwd=HERE, timeout=600,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise AssertionError(f"the simulator child failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
+    result: dict[str, str] = json.loads(lines[-1])
+    if "__skip__" in result:
+        pytest.skip(f"numba's CUDA simulator is unavailable: {result['__skip__']}")
+    return result
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_on_the_simulator(verdicts: dict[str, str], name: str) -> None:
+    assert verdicts.get(name) == "ok", verdicts.get(name, "not run")
+
+
+class _CAI:
+    """An object exposing only ``__cuda_array_interface__`` (how CuPy and PyTorch look)."""
+
+    __cuda_array_interface__ = {"shape": (3,), "typestr": "<f4", "data": (0, False), "version": 3}
+
+
+class _DLPackCUDA:
+    def __dlpack__(self, stream: object = None) -> object:  # pragma: no cover - never called
+        raise AssertionError
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (2, 0)
+
+
+def test_device_arrays_are_detected_without_numba() -> None:
+    from rad._solve.device import is_device_array
+
+    assert is_device_array(_CAI()) and is_device_array(_DLPackCUDA())
+    assert not is_device_array(np.zeros(3)) and not is_device_array([0.1, 0.2])
+
+
+def test_host_entry_points_name_a_device_array() -> None:
+    import rad
+
+    with pytest.raises(TypeError, match="is a CUDA device array"):
+        rad.depround(_CAI(), rng=0)
+
+
+def test_host_torch_tensors_are_read_in_place() -> None:
+    torch = pytest.importorskip("torch")
+    from rad._solve.validation import as_float_vector
+
+    t = torch.rand(1000, dtype=torch.float32)
+    arr = as_float_vector(t, "gains")
+    assert arr.dtype == np.float32 and np.shares_memory(arr, t.numpy())
+    import rad
+
+    assert np.array_equal(rad.select(t, 100, 5, rng=3), rad.select(t.numpy(), 100, 5, rng=3))
