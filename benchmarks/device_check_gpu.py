@@ -1,0 +1,259 @@
+"""The GPU part of the device check: ``rad.select`` on device-resident gains.
+
+Run on an H100/H200 machine (no network; PyTorch, CuPy, JAX and numba-cuda installed)::
+
+    PYTHONPATH=python python benchmarks/device_check_gpu.py --sizes 1e8 1e9 --out gpu.json
+
+For each size it draws float32 gains on the GPU (PyTorch), then times (median of
+``--repeats`` runs, each synchronised):
+
+* ``sum``: one GPU sum pass over the gains (``torch.sum``), the memory-speed floor;
+* ``rad``: ``rad.select(gains, m, b, rng=seed)`` on the device (the cuda backend), and its
+  phases (sort-free search, canonical support sums, DepRound);
+* ``torch``: the PyTorch sort-and-cumsum pipeline (``benchmarks/torch_pipeline.py``);
+
+and checks ``k*``, threshold, value and the selected indices against the CPU backend on
+a host copy. A small pool goes through the CuPy, JAX and numba input paths (the same
+indices). Targets: ``rad <= 3 x sum`` and ``torch / rad >= 30`` at 1e9, with the CPU's
+``k*`` and threshold. Everything lands in one JSON file (errors included: a failing part
+does not hide the others).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from typing import Any, Callable
+
+# JAX would take 75% of the GPU's memory when first used (the input check): leave it to the pools.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+
+def _timed(fn: Callable[[], Any], repeats: int, sync: Callable[[], None]) -> tuple[float, list[float], Any]:
+    times, out = [], None
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times, out
+
+
+def _device_info() -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {"python": platform.python_version(), "host": platform.node()}
+    info["gpu"] = torch.cuda.get_device_name(0)
+    info["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+    info["torch"] = torch.__version__
+    for mod in ("numba", "numba_cuda", "cupy", "jax", "numpy"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except Exception as exc:  # not installed here
+            info[mod] = f"unavailable ({type(exc).__name__})"
+    return info
+
+
+def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Time and check one pool size; every part reports its own error."""
+    import numpy as np
+    import torch
+
+    import rad
+    from rad._backends import get_backend
+    from torch_pipeline import torch_select
+
+    res: dict[str, Any] = {"n": n, "m": args.m_frac * n, "b": args.b}
+    m, b = args.m_frac * n, args.b
+    sync = torch.cuda.synchronize
+    gen = torch.Generator(device="cuda").manual_seed(args.seed)
+    gains = torch.rand(n, device="cuda", dtype=torch.float32, generator=gen)
+    sync()
+    try:
+        res["sum_s"], res["sum_runs"], _ = _timed(lambda: torch.sum(gains), args.repeats, sync)
+    except Exception:
+        res["sum_error"] = traceback.format_exc()[-2000:]
+    # rad on the device (the first call compiles the kernels: warm up first)
+    dev_idx = None
+    try:
+        t0 = time.perf_counter()
+        rad.select(gains, m, b, rng=args.seed)
+        sync()
+        res["rad_first_call_s"] = time.perf_counter() - t0
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            res["rad_s"], res["rad_runs"], dev_idx = _timed(
+                lambda: rad.select(gains, m, b, rng=args.seed), args.repeats, sync
+            )
+        res["rad_warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in rec})
+        res["rad_returns"] = type(dev_idx).__module__ + "." + type(dev_idx).__name__
+        res["rad_x_sum"] = res["rad_s"] / res["sum_s"] if "sum_s" in res else None
+    except Exception:
+        res["rad_error"] = traceback.format_exc()[-3000:]
+    # rad's phases, straight from the cuda backend
+    try:
+        from numba import cuda
+
+        kern = get_backend("cuda")
+        d = cuda.as_cuda_array(gains)
+        w = 1.0 - m / n
+        phases: dict[str, float] = {}
+        phases["threshold_search_s"], _, found = _timed(
+            lambda: kern.threshold_search(d, None, w, m, 1), args.repeats, sync
+        )
+        tau = found[1]
+        phases["support_sums_s"], _, sums = _timed(lambda: kern.support_sums(d, None, w, tau, 1), args.repeats, sync)
+        sol = rad.solve(gains, m, b)
+        key = 12345
+        phases["depround_s"], _, _ = _timed(
+            lambda: kern.depround_params(d, None, w, sol.params, b, key, 1), args.repeats, sync
+        )
+        res["rad_phases"] = phases
+        res["device_solution"] = {"k_star": sol.k_star, "threshold": sol.threshold, "value": sol.value,
+                                  "capped": sol.capped}
+    except Exception:
+        res["phases_error"] = traceback.format_exc()[-3000:]
+    # the PyTorch pipeline
+    try:
+        tg = torch.Generator(device="cuda").manual_seed(args.seed)
+        torch_select(gains, m, b, generator=tg)  # warm up
+        res["torch_s"], res["torch_runs"], (tidx, tk, ttau) = _timed(
+            lambda: torch_select(gains, m, b, generator=tg), max(1, args.repeats), sync
+        )
+        res["torch_k_star"], res["torch_threshold"], res["torch_selected"] = tk, ttau, int(tidx.numel())
+        if "rad_s" in res:
+            res["torch_over_rad"] = res["torch_s"] / res["rad_s"]
+    except Exception:
+        res["torch_error"] = traceback.format_exc()[-3000:]
+    # the CPU backend on a host copy: the same k*, threshold, value and indices
+    try:
+        host = gains.cpu().numpy()
+        cpu = get_backend("auto").name
+        t0 = time.perf_counter()
+        ref = rad.solve(host, m, b)
+        res["cpu_backend"] = cpu
+        res["cpu_solve_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ref_idx = rad.select(host, m, b, rng=args.seed)
+        res["cpu_select_s"] = time.perf_counter() - t0
+        dev = rad.solve(gains, m, b)
+        res["same_k_star"] = dev.k_star == ref.k_star
+        res["same_threshold"] = dev.threshold == ref.threshold
+        res["same_value"] = dev.value == ref.value
+        res["same_params"] = dev.params == ref.params
+        if dev_idx is not None:
+            res["same_indices"] = bool(np.array_equal(dev_idx.cpu().numpy(), ref_idx))
+        res["cpu_solution"] = {"k_star": ref.k_star, "threshold": ref.threshold, "value": ref.value,
+                               "capped": ref.capped}
+    except Exception:
+        res["cpu_check_error"] = traceback.format_exc()[-3000:]
+    return res
+
+
+def check_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """CuPy, JAX, numba and PyTorch inputs on a small pool: the same indices, the input's kind back."""
+    import numpy as np
+
+    import rad
+
+    out: dict[str, Any] = {}
+    n, m, b = 1_000_000, 50_000.0, 1000
+    host = np.random.default_rng(args.seed).random(n).astype(np.float32)
+    want = rad.select(host, m, b, rng=3)
+
+    def record(name: str, make: Callable[[], Any], to_numpy: Callable[[Any], Any]) -> None:
+        try:
+            got = rad.select(make(), m, b, rng=3)
+            out[name] = {"returns": type(got).__module__ + "." + type(got).__name__,
+                         "same_indices": bool(np.array_equal(np.asarray(to_numpy(got)), want))}
+        except Exception:
+            out[name] = {"error": traceback.format_exc()[-2000:]}
+
+    def torch_in() -> Any:
+        import torch
+
+        return torch.as_tensor(host, device="cuda")
+
+    def cupy_in() -> Any:
+        import cupy
+
+        return cupy.asarray(host)
+
+    def jax_in() -> Any:
+        import jax
+
+        return jax.device_put(host, jax.devices("gpu")[0])
+
+    def numba_in() -> Any:
+        from numba import cuda
+
+        return cuda.to_device(host)
+
+    record("torch", torch_in, lambda x: x.cpu().numpy())
+    record("cupy", cupy_in, lambda x: x.get())
+    record("jax", jax_in, lambda x: np.asarray(x))
+    record("numba", numba_in, lambda x: x.copy_to_host())
+    try:
+        got = rad.select(torch_in(), m, b, rng=3, as_numpy=True)
+        out["as_numpy"] = {"type": type(got).__name__, "same_indices": bool(np.array_equal(got, want))}
+    except Exception:
+        out["as_numpy"] = {"error": traceback.format_exc()[-2000:]}
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", nargs="+", type=float, default=[1e8, 1e9])
+    p.add_argument("--b", type=int, default=1000, help="batch size (default 1000)")
+    p.add_argument("--m-frac", type=float, default=0.05, help="m as a fraction of n (default 0.05)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=os.path.join(HERE, "results_gpu.json"))
+    args = p.parse_args()
+    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        report["device"] = _device_info()
+    except Exception:
+        report["device_error"] = traceback.format_exc()[-2000:]
+        print(json.dumps(report, indent=1))
+        with open(args.out, "w") as fh:
+            json.dump(report, fh, indent=1)
+        return 1
+    report["sizes"] = []
+    for size in args.sizes:
+        res = check_size(int(size), args)
+        import torch
+
+        torch.cuda.empty_cache()  # the pool's tensors are gone with check_size's frame
+        report["sizes"].append(res)
+        print(json.dumps({k: v for k, v in res.items() if not k.endswith("_runs")}, indent=1), flush=True)
+        with open(args.out, "w") as fh:  # partial results survive a later failure
+            json.dump(report, fh, indent=1)
+    report["inputs"] = check_inputs(args)
+    big = max(report["sizes"], key=lambda r: r["n"])
+    report["targets"] = {
+        "n": big["n"],
+        "rad_x_sum<=3": (big.get("rad_x_sum") or float("inf")) <= 3.0,
+        "torch_over_rad>=30": (big.get("torch_over_rad") or 0.0) >= 30.0,
+        "same_k_star_and_threshold": bool(big.get("same_k_star") and big.get("same_threshold")),
+    }
+    report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with open(args.out, "w") as fh:
+        json.dump(report, fh, indent=1)
+    print(json.dumps({"inputs": report["inputs"], "targets": report["targets"]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
