@@ -83,6 +83,9 @@ class ExperimentConfig:
         Also run the oracle strategy / the ``no_query`` and ``full_pool`` controls.
     unix_keep : float
         UNIXKD's share of clean (unmixed) points in a round's budget.
+    steps_per_execution : int, optional
+        Optimizer steps per compiled call (Keras ``steps_per_execution``; the same
+        updates, less overhead). Default 25, or 1 on PyTorch (which allows only 1).
     """
 
     dataset: str = "mnist1d"
@@ -118,6 +121,7 @@ class ExperimentConfig:
     delta: float = 0.05
     conservative_m: bool = False
     unix_keep: float = 2.0 / 3.0
+    steps_per_execution: int | None = None
     tpu: str | None = None
     output_dir: str | None = None
     progress: bool = True
@@ -271,9 +275,12 @@ class _Trainer:
         new = self._build(role, seed)
         model = self._models.get(key)
         if model is None:
+            spe = self.cfg.steps_per_execution
+            if spe is None:   # several steps per compiled call; PyTorch allows only 1
+                spe = 1 if keras.backend.backend() == "torch" else 25
             with self.placement.scope():
                 new.compile(optimizer=keras.optimizers.Adam(self._schedule(steps)),
-                            loss=self._loss())
+                            loss=self._loss(), steps_per_execution=int(spe))
             self._models[key] = new
             return new
         model.set_weights(new.get_weights())
