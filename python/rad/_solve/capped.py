@@ -105,28 +105,32 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
     Supporting lines at ``lo`` (slope > 0) and ``hi`` (slope <= 0) bound ``F`` from above;
     their intersection ``x`` is the next trial. Each step either finishes or reveals a new
     linear piece; a bisection every time the bracket fails to halve keeps the worst case
-    logarithmic (at most 64 halvings of the bit patterns).
+    logarithmic (at most 64 halvings of the bit patterns). The answer is the *kink* where
+    the slope turns non-positive: the smallest maximiser, where ``F``'s terms (and so the
+    rounding of ``q``) are smallest.
 
-    The stop is *local*. ``F``'s rounding at ``nu`` is a few ulps of its terms there,
-    ``T(nu) = |F + m nu| + m nu`` (the filled gain and the adversary's share); near
-    ``nu*`` these can be 1e15 times smaller than ``b max g + m max a``, so a global scale
-    stops far too early. The search ends when the lines' bound at ``x`` (the larger of the
-    two lines there: an upper bound for any ``x``) is within ``8 eps T`` of the best value,
-    or ``F(x)`` reaches it with a non-positive right slope (``x`` is the kink), and only
-    while the bound itself is accurate at that scale (both ends of the bracket are local:
-    a far end's value carries rounding that can exceed the whole optimum). An intersection
-    that is not strictly inside the bracket is lost in such rounding: bisect instead.
+    Every test is *local*. ``F``'s rounding at ``nu`` is a few ulps of its terms there,
+    ``T(nu) = |F + m nu| + m nu`` (the filled gain and the adversary's share); near ``nu*``
+    these can be 1e15 times smaller than ``b max g + m max a``, so a global scale stops far
+    too early. The search ends at ``x`` when ``F(x)`` reaches the lines' bound there (the
+    larger of the two lines: an upper bound for any ``x``) to ``8 eps T(x)``, or at an end
+    of the bracket when the lines meet there to ``8 eps T``; in both cases only while the
+    bound itself is accurate at that scale (a far end's value carries rounding that can
+    exceed the whole optimum: then bisect). A slope within rounding of 0 (its terms are
+    ``sum (g_i - g_J)/a_i <= n`` and ``m``) counts as flat, i.e. not rising.
     """
     eps = float(np.finfo(float).eps)
+    flat = 8 * eps * (ctx.g_g.shape[0] + m)
 
     def scale(nu: float, ev: Evaluation) -> float:
         return abs(ev.value + m * nu) + m * nu
 
     lo, ev_lo = 0.0, _capped_eval(ctx, 0.0, b, m)
-    if ev_lo.slope <= 0:
+    if ev_lo.slope <= flat:
         return lo, ev_lo
     hi, ev_hi = ctx.a_max, _capped_eval(ctx, ctx.a_max, b, m)
-    best_nu, best = (hi, ev_hi) if ev_hi.value >= ev_lo.value else (lo, ev_lo)
+    if ev_hi.slope > flat:
+        return hi, ev_hi
     bisect_next = False
     for _ in range(_MAX_ITER):
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
@@ -134,23 +138,32 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
         x = lo + (ev_hi.value - ev_lo.value - s_hi * (hi - lo)) / (s_lo - s_hi)
         xc = min(max(x, lo), hi)
         bound = max(ev_lo.value + s_lo * (xc - lo), ev_hi.value + s_hi * (xc - hi))
-        # the rounding the bound carries, in units of 8 eps
+        # what the bound's rounding scales with
         spread = scale(lo, ev_lo) + scale(hi, ev_hi) + s_lo * (xc - lo) - s_hi * (hi - xc)
-        if spread <= 4 * scale(best_nu, best) and bound - best.value <= 8 * eps * scale(best_nu, best):
+        if not lo < x < hi:
+            end_nu, end = (lo, ev_lo) if x <= lo else (hi, ev_hi)
+            t = scale(end_nu, end)
+            if spread <= 4 * t and bound - end.value <= 8 * eps * t:
+                return end_nu, end
+        elif not bisect_next:
+            ev = _capped_eval(ctx, x, b, m)
+            t = scale(x, ev)
+            if spread <= 4 * t and ev.value >= bound - 8 * eps * t:
+                return x, ev
+            width = hi - lo
+            if ev.slope > flat:
+                lo, ev_lo = x, ev
+            else:
+                hi, ev_hi = x, ev
+            bisect_next = (hi - lo) > 0.5 * width
+            continue
+        x = _bisect_bits(lo, hi)
+        if not lo < x < hi:
             break
-        if bisect_next or not (lo < x < hi):
-            x = _bisect_bits(lo, hi)
-            if not (lo < x < hi):
-                break
         ev = _capped_eval(ctx, x, b, m)
-        if ev.value > best.value:
-            best_nu, best = x, ev
-        if x == xc and ev.value >= bound and ev.slope <= 0 and spread <= 4 * scale(x, ev):
-            break
-        width = hi - lo
-        if ev.slope > 0:
+        if ev.slope > flat:
             lo, ev_lo = x, ev
         else:
             hi, ev_hi = x, ev
-        bisect_next = not bisect_next and (hi - lo) > 0.5 * width
-    return best_nu, best
+        bisect_next = False
+    return (hi, ev_hi) if ev_hi.value > ev_lo.value else (lo, ev_lo)
