@@ -71,6 +71,8 @@ _LANES = LANES
 _TPB = 32 if SIMULATOR else 256  # threads per CUDA block for the streaming kernels (few in the simulator)
 _ROUND_TPB = 8 if SIMULATOR else 64  # threads per CUDA block for the per-block DepRound (one per block)
 _WORDS = BLOCK // 32  # bitmap words per DepRound block
+_SLOTS = 64 if SIMULATOR else 1024  # shared-memory bin cache of the histogram kernel (36 KB)
+_UMAX = np.uint64(np.iinfo(np.uint64).max)
 
 if SIMULATOR:  # the simulator's libdevice is a stub; Python floats round each product anyway
 
@@ -154,6 +156,19 @@ def _stride_grid(n: int) -> int:
     return max(1, min(-(-n // _TPB), 4 if SIMULATOR else 8192))
 
 
+_SMS: list[int] = []
+
+
+def _resident_grid(n: int) -> int:
+    """Blocks for kernels with per-block shared state: about six resident per SM."""
+    if not _SMS:
+        try:
+            _SMS.append(int(cuda.get_current_device().MULTIPROCESSOR_COUNT))
+        except Exception:  # the simulator's device has no attributes
+            _SMS.append(1)
+    return max(1, min(-(-n // _TPB), 6 * _SMS[0]))
+
+
 def _dummy() -> Any:
     return cuda.device_array(1, dtype=np.float64)
 
@@ -221,9 +236,36 @@ def first_invalid(x: Any, threads: int) -> int:
 # ---------------------------------------------------------- sort-free threshold search
 
 
+@cuda.jit(device=True)
+def _bin_add(cnt, hh, gg, mnbits, b, c, r, gr, u):
+    cuda.atomic.add(cnt, b, c)
+    cuda.atomic.add(hh, b, r)
+    cuda.atomic.add(gg, b, gr)
+    cuda.atomic.min(mnbits, b, u)
+
+
 @cuda.jit
 def _histogram_kernel(g, raw, sign, losses, has_losses, w, hi_val, nbits, shift, pshift, prefix,
                       cnt, hh, gg, mnbits, bad):
+    """One radix level, with a shared-memory cache of bins per CUDA block.
+
+    Slot ``bin mod _SLOTS`` is claimed by the first bin that lands there: the frequent bins
+    of a skewed distribution are summed with shared atomics and flushed once per block; a
+    point whose slot holds another bin goes straight to the global bins.
+    """
+    tag = cuda.shared.array(_SLOTS, np.int64)
+    scnt = cuda.shared.array(_SLOTS, np.int64)
+    sh = cuda.shared.array(_SLOTS, np.float64)
+    sg = cuda.shared.array(_SLOTS, np.float64)
+    smn = cuda.shared.array(_SLOTS, np.uint64)
+    tid = cuda.threadIdx.x
+    for j in range(tid, _SLOTS, cuda.blockDim.x):
+        tag[j] = -1
+        scnt[j] = 0
+        sh[j] = 0.0
+        sg[j] = 0.0
+        smn[j] = _UMAX
+    cuda.syncthreads()
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
     mask = np.uint64(_NBINS - 1)
@@ -241,10 +283,38 @@ def _histogram_kernel(g, raw, sign, losses, has_losses, w, hi_val, nbits, shift,
         gi = np.float64(v)
         a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
         r = 1.0 / a if a > 0 else 0.0
-        cuda.atomic.add(cnt, b, 1)
-        cuda.atomic.add(hh, b, r)
-        cuda.atomic.add(gg, b, _mul(gi, r))
-        cuda.atomic.min(mnbits, b, u)
+        gr = _mul(gi, r)
+        slot = b & (_SLOTS - 1)
+        t = tag[slot]
+        if t == -1:
+            t = cuda.atomic.cas(tag, slot, np.int64(-1), b)
+            if t == -1:
+                t = b
+        if t == b:
+            _bin_add(scnt, sh, sg, smn, slot, 1, r, gr, u)
+        else:
+            _bin_add(cnt, hh, gg, mnbits, b, 1, r, gr, u)
+    cuda.syncthreads()
+    for j in range(tid, _SLOTS, cuda.blockDim.x):
+        t = tag[j]
+        if t >= 0:
+            _bin_add(cnt, hh, gg, mnbits, t, scnt[j], sh[j], sg[j], smn[j])
+
+
+@cuda.jit
+def _fill_kernel(x, value):
+    start = cuda.grid(1)
+    for i in range(start, x.shape[0], cuda.gridsize(1)):
+        x[i] = value
+
+
+def _full(n: int, value: Any, dtype: Any) -> Any:
+    """A device array of ``n`` copies of ``value``, filled on the device (no host transfer)."""
+    if SIMULATOR:  # a Python loop there: the host fill is the fast one
+        return cuda.to_device(np.full(n, value, dtype=dtype))
+    out = cuda.device_array(n, dtype=dtype)
+    _fill_kernel[_stride_grid(n), _TPB](out, np.dtype(dtype).type(value))
+    return out
 
 
 @cuda.jit
@@ -276,12 +346,12 @@ def bit_histogram(gains, losses, w, shift, pshift, prefix, threads):
     n = gains.shape[0]
     nbits, raw, sign = _bit_view(gains)
     lv, has = _losses_arg(losses)
-    cnt = cuda.to_device(np.zeros(_NBINS, np.int64))
-    hh = cuda.to_device(np.zeros(_NBINS))
-    gg = cuda.to_device(np.zeros(_NBINS))
-    mnbits = cuda.to_device(np.full(_NBINS, np.iinfo(np.uint64).max, np.uint64))
-    bad = cuda.to_device(np.zeros(1, np.int32))
-    _histogram_kernel[_stride_grid(n), _TPB](
+    cnt = _full(_NBINS, 0, np.int64)
+    hh = _full(_NBINS, 0.0, np.float64)
+    gg = _full(_NBINS, 0.0, np.float64)
+    mnbits = _full(_NBINS, _UMAX, np.uint64)
+    bad = _full(1, 0, np.int32)
+    _histogram_kernel[_resident_grid(n), _TPB](
         gains, raw, sign, lv, has, float(w), float(np.finfo(gains.dtype).max), np.uint64(nbits),
         np.uint64(shift), np.uint64(pshift), np.uint64(prefix), cnt, hh, gg, mnbits, bad,
     )
@@ -504,7 +574,7 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     start = lo
     s_off = off
     s_local = local
-    t1 = k + _uniform(state, counter)
+    t1 = _fma_free_add(k, _uniform(state, counter))
     first_hit = -1
     npos = 0
     last_pos = -1
@@ -564,7 +634,7 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
             start = i + 1
             s_off = off
             s_local = local
-            t1 = k + _uniform(state, counter)
+            t1 = _fma_free_add(k, _uniform(state, counter))
             first_hit = -1
             npos = 0
             last_pos = -1
