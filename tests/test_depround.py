@@ -3,6 +3,8 @@ paper's negative correlation, and identical output for any thread count and back
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -187,3 +189,163 @@ def test_streaming_select_marginals(backend: str, rng: np.random.Generator) -> N
         for t in range(trials):
             counts[rad.select(g, m, b, rng=t, backend=backend)] += 1
         _check_marginals(counts, q, trials)
+
+
+# ----------------------------------------------------------------- statistics with power
+# The marginal tests above (1,500-6,000 trials at 5 sigma) cannot see an error below ~0.03.
+# The tests below aim at *chosen* items whose q is small (or whose error would be shed mass)
+# with enough trials that a marginal error of 1e-3 is more than 5 sigma, and check every
+# other item with exact binomial tails (Bonferroni over the items). The kernels are called
+# directly with distinct random keys (every backend returns the same indices for the same
+# key, see test_same_indices_on_every_backend and test_stat_vectors_identical_on_every_backend),
+# so a trial costs ~15 us.
+
+from scipy import stats as _stats
+
+
+def _kernel_counts(q: np.ndarray, trials: int, seed: int, backend: str = "auto") -> np.ndarray:
+    from rad._backends import get_backend
+
+    kernels = get_backend(backend)
+    b = round(float(np.sum(q)))
+    keys = np.random.default_rng(seed).integers(0, 2**63, size=trials, dtype=np.int64)
+    counts = np.zeros(q.shape[0], np.int64)
+    for key in keys.tolist():
+        idx = kernels.depround_q(q, b, key, 1)
+        assert idx.shape == (b,)
+        counts[idx] += 1
+    return counts
+
+
+def _binomial_p(counts: np.ndarray, q: np.ndarray, trials: int) -> np.ndarray:
+    """Two-sided exact binomial p-values of each item's count under inclusion probability q."""
+    lo = _stats.binom.cdf(counts, trials, q)
+    hi = _stats.binom.sf(counts - 1, trials, q)
+    return np.minimum(1.0, 2 * np.minimum(lo, hi))
+
+
+def _check_with_power(counts: np.ndarray, q: np.ndarray, trials: int, chosen: list[int]) -> None:
+    """Chosen items: each two-sided p >= 1e-7 (|z| < 5.3). Every item: p >= 1e-6 / n."""
+    p = _binomial_p(counts, q, trials)
+    freq = counts / trials
+    for i in chosen:
+        assert p[i] >= 1e-7, f"chosen item {i}: frequency {freq[i]:.6g} vs q {q[i]:.6g} (p={p[i]:.2g})"
+    worst = int(np.argmin(p))
+    assert p[worst] * q.shape[0] >= 1e-6, f"item {worst}: frequency {freq[worst]:.6g} vs q {q[worst]:.6g} (p={p[worst]:.2g})"
+
+
+def _near_one() -> tuple[np.ndarray, list[int]]:
+    """300 items at 1 - 1e-5 shed 3e-3 in all; the chosen item (q = 3e-3) must receive it.
+    (A 'certain' shortcut above 1 - 1e-5 would starve it: the old 1 - 2^-30 shortcut did
+    exactly this with 2^20 items, issue 14.)"""
+    q = np.concatenate([np.full(300, 1 - 1e-5), [3e-3], np.full(10, 0.5), np.full(40, 0.25)])
+    q = q[np.random.default_rng(0).permutation(q.shape[0])]
+    chosen = [int(np.flatnonzero(q == 3e-3)[0])]
+    return q, chosen
+
+
+def _many_tiny() -> tuple[np.ndarray, list[int]]:
+    """1,000 items at 1e-3, 1,000 at 1e-6, a few large ones: tiny items must not vanish in
+    the running sum."""
+    q = np.concatenate([np.full(1000, 1e-3), np.full(1000, 1e-6), np.full(4, 1.0 - 2.5e-4)])
+    q[-1] += 5.0 - math.fsum(q.tolist())
+    q = q[np.random.default_rng(1).permutation(q.shape[0])]
+    chosen = np.flatnonzero(q == 1e-3)[:3].tolist()
+    return q, chosen
+
+
+def _integer_boundary() -> tuple[np.ndarray, list[int]]:
+    """q = 1/3 (not representable: the sum is within rounding of 333, not equal), one item
+    short by 2e-3 and a chosen item holding it at the very end of the vector."""
+    q = np.full(1000, 1.0 / 3.0)
+    q[-2] -= 2e-3
+    q[-1] = 2e-3
+    return q, [999]
+
+
+STAT_VECTORS = {"near_one": _near_one, "many_tiny": _many_tiny, "integer_boundary": _integer_boundary}
+
+
+@pytest.mark.parametrize("name", sorted(STAT_VECTORS))
+def test_marginals_with_power(name: str) -> None:
+    """100,000 trials: for a chosen item with q <= 3e-3 the binomial sd is <= 1.7e-4, so a
+    marginal error of 1e-3 is >= 5.8 sigma (q = 3e-3, near_one; rejected at |z| > 5.3 with
+    probability ~0.7, and 7 sigma for q = 2e-3, integer_boundary); for q = 1e-3
+    (many_tiny, three chosen items) it is 10 sigma."""
+    q, chosen = STAT_VECTORS[name]()
+    trials = 100_000
+    counts = _kernel_counts(q, trials, seed=hash(name) % 2**32)
+    _check_with_power(counts, q, trials, chosen)
+    if name == "many_tiny":  # the 1,000 items at 1e-6 as a group: 0.15 expected per item
+        group = q == 1e-6
+        total, expect = counts[group].sum(), trials * q[group].sum()
+        assert _stats.poisson.cdf(total, expect) > 1e-7 and _stats.poisson.sf(total - 1, expect) > 1e-7
+
+
+@pytest.mark.parametrize("name", sorted(STAT_VECTORS))
+def test_stat_vectors_identical_on_every_backend(name: str) -> None:
+    q, _ = STAT_VECTORS[name]()
+    for seed in range(3):
+        outs = [rad.depround(q, rng=seed, backend=b) for b in BACKENDS]
+        for r in outs[1:]:
+            np.testing.assert_array_equal(r, outs[0])
+
+
+@pytest.mark.slow
+def test_marginals_with_power_across_blocks() -> None:
+    """Three DepRound blocks plus the merge of their leftovers: near-1 items in block 0 and a
+    chosen 3e-3 item in the last block, 40,000 trials (1e-3 is 3.7 sigma per chosen item;
+    5 chosen items with the same q pooled: 8 sigma)."""
+    n = 3 * (1 << 16) + 17
+    rng = np.random.default_rng(5)
+    q = np.zeros(n)
+    q[rng.choice(1 << 16, 200, replace=False)] = 1 - 1e-5
+    hot = (2 << 16) + rng.choice(1 << 16, 300, replace=False)
+    q[hot] = rng.uniform(0.05, 0.95, 300)
+    chosen = (2 << 16) + 5 + np.arange(5)
+    q[chosen] = 3e-3
+    q[hot[0]] += np.ceil(math.fsum(q.tolist())) - math.fsum(q.tolist())
+    trials = 40_000
+    counts = _kernel_counts(q, trials, seed=11)
+    support = np.flatnonzero(q > 0)
+    _check_with_power(counts[support], q[support], trials, [])
+    pooled = counts[chosen].sum()
+    assert _stats.binom.cdf(pooled, 5 * trials, 3e-3) > 1e-7 and _stats.binom.sf(pooled - 1, 5 * trials, 3e-3) > 1e-7
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(STAT_VECTORS))
+def test_marginals_with_power_slow(name: str) -> None:
+    """1,000,000 trials: a marginal error of 1e-3 on any item with q <= 0.25 is >= 2.3 sigma
+    per item and the chosen items' error of 3e-4 is > 5 sigma."""
+    q, chosen = STAT_VECTORS[name]()
+    trials = 1_000_000
+    counts = _kernel_counts(q, trials, seed=7 + len(name))
+    _check_with_power(counts, q, trials, chosen)
+
+
+def test_certain_means_exactly_one() -> None:
+    """Only q == 1 skips the pairing (issue 14: a 1 - 2^-30 shortcut dropped shed mass)."""
+    from rad._backends.canonical import CERTAIN, round_sequence
+
+    assert CERTAIN == 1.0
+    q = np.concatenate([np.full(8, 1 - 2.0**-30), [8 * 2.0**-30]])
+    taken, pick, held = round_sequence(q, 12345)
+    # every item took part: 8 taken by pairing, the leftover holds the shed mass (~0 here)
+    assert len(taken) == 8 and pick >= 0 and 0 <= held < 1e-6
+
+
+@pytest.mark.parametrize(
+    "total, ok",
+    [(1.0 + 2e-10, True), (1.0 + 2e-9, False), (1e6 + 0.4, False), (1e6 + 5e-7, True), (1e6 + 2e-6, False)],
+)
+def test_integer_sum_check_is_absolute(total: float, ok: bool) -> None:
+    """sum(q) within min(1e-9 * sum, 1e-6) of an integer (a 1e-6 relative check let a sum
+    0.4 off through at b = 1e6)."""
+    n = max(4, int(total) + 4)
+    q = np.full(n, total / n)
+    if ok:
+        assert rad.depround(q, rng=0).shape == (round(total),)
+    else:
+        with pytest.raises(ValueError, match="integer"):
+            rad.depround(q, rng=0)

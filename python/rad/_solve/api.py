@@ -137,7 +137,8 @@ def depround(
     Parameters
     ----------
     q : array_like, shape (n,)
-        Probabilities in ``[0, 1]`` whose sum is an integer (to ``1e-6`` relative).
+        Probabilities in ``[0, 1]`` whose sum is an integer, to within
+        ``min(1e-9 * sum, 1e-6)``.
     rng, backend, threads
         As in :func:`select`.
 
@@ -154,11 +155,24 @@ def depround(
     if over.shape[0]:
         i = int(over[0])
         raise ValueError(f"q must be <= 1; q[{i}] = {qa[i].item()!r}")
-    total = math.fsum(qa.tolist()) if qa.shape[0] <= 1 << 20 else float(np.sum(qa, dtype=np.float64))
+    total = _accurate_sum(qa)
     b = round(total)
-    if abs(total - b) > 1e-6 * max(1.0, total):
-        raise ValueError(f"sum(q) must be an integer (the sample size); got {total!r}")
+    # Absolute: 1e-9 of the sum, at most 1e-6 (a relative 1e-6 let a sum 0.4 off through
+    # at b = 1e6, and DepRound would silently round that mass away).
+    if abs(total - b) > min(1e-9 * max(1.0, total), 1e-6):
+        raise ValueError(
+            f"sum(q) must be an integer (the sample size) to within min(1e-9 * sum, 1e-6); "
+            f"got {total!r}, {abs(total - b):.3g} from {b}"
+        )
     key = key_from_rng(rng)
     if b == 0:
         return np.zeros(0, dtype=np.int64)
     return kernels.depround_q(np.ascontiguousarray(qa, dtype=np.float64), b, key, nthreads)
+
+
+def _accurate_sum(q: np.ndarray) -> float:
+    """``sum(q)``: :func:`math.fsum` (correctly rounded) up to 2**20 entries, NumPy's
+    pairwise sum beyond (error ~ log2(n) ulps of the sum, far inside the check's bound)."""
+    if q.shape[0] <= 1 << 20:
+        return math.fsum(q.tolist())
+    return float(np.sum(q, dtype=np.float64))
