@@ -33,6 +33,7 @@ from rad._backends.contract import Kernels
 from rad._backends.params import Params
 from rad._backends.radix_select import radix_select
 from rad._backends.rng import MERGE_STREAM, RNG, key_from_rng, stream_state
+from rad._solve.batch import _theorem1_value
 from rad._solve.game import default_w
 from rad._solve.solution import NetHarmWarning, SolutionSummary
 from rad._solve.validation import check_budget, check_mistakes, check_w
@@ -78,6 +79,13 @@ def _hist(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: int) -> 
     return _kernels().bit_histogram(np.ascontiguousarray(chunk), None, w, shift, pshift, prefix, 1)
 
 
+def _hist_stats(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: int) -> tuple:
+    """The first level's histogram, plus the chunk's largest gain (NaN-free; 0 if empty)."""
+    c = np.ascontiguousarray(chunk)
+    top = float(np.nanmax(c)) if c.shape[0] and not np.all(np.isnan(c)) else 0.0
+    return (*_hist(c, w, shift, pshift, prefix), top)
+
+
 def _gather(chunk: np.ndarray, w: float, shift: int, key: int, count: int) -> tuple:
     return _kernels().bit_gather(np.ascontiguousarray(chunk), None, w, shift, key, count, 1)
 
@@ -90,8 +98,13 @@ def _block_sums(chunk: np.ndarray, w: float, tau: float) -> tuple:
     return _kernels().support_block_sums(np.ascontiguousarray(chunk), None, w, tau, 1)
 
 
-def _round_chunk(chunk: np.ndarray, w: float, params: Params, key: int, offset: int, first_stream: int) -> tuple:
-    return _kernels().depround_blocks(np.ascontiguousarray(chunk), None, w, params, key, offset, first_stream, 1)
+def _round_chunk(
+    chunk: np.ndarray, w: float, params: Params, key: int, offset: int, first_stream: int, scale: int = 0
+) -> tuple:
+    c = np.ascontiguousarray(chunk)
+    if scale:  # params are in units of gains * 2**scale (rad.solve rescaled extreme gains)
+        c = np.ldexp(c.astype(np.float64), scale)
+    return _kernels().depround_blocks(c, None, w, params, key, offset, first_stream, 1)
 
 
 # ------------------------------------------------------------------------ client
@@ -103,6 +116,8 @@ def _validate(gains: Any, m: float, b: int, w: float | None):
         raise TypeError(f"gains must be a dask.array.Array, got {type(gains).__name__} (use rad.select for NumPy)")
     if gains.ndim != 1:
         raise ValueError(f"gains must be one-dimensional, got shape {gains.shape}")
+    if gains.dtype.kind == "f" and gains.dtype.itemsize in (4, 8) and not gains.dtype.isnative:
+        gains = gains.astype(gains.dtype.newbyteorder("="))  # big-endian: as rad.select accepts it
     if gains.dtype not in (np.float32, np.float64):
         raise TypeError(f"gains must be float32 or float64, got {gains.dtype}")
     n = int(gains.shape[0])
@@ -143,18 +158,32 @@ def solve(gains: Any, m: float, b: int = 1, *, w: float | None = None) -> DaskSo
     global last_transfer_bytes
     dask, gains, n, m, b, w = _validate(gains, m, b, w)
     last_transfer_bytes = 0
-    return _solve(dask, gains, n, m, b, w)
+    return _solve(dask, gains, n, m, b, w)[0]
 
 
-def _solve(dask, gains, n, m, b, w) -> DaskSolution:
+def _check_values(dask, chunks, offsets) -> None:
+    firsts = dask.compute(*[dask.delayed(_first_invalid)(c) for c in chunks])
+    for off, f in zip(offsets, firsts):
+        if f >= 0:
+            raise ValueError(f"gains must be finite and non-negative; gains[{off + f}] is not")
+
+
+def _solve(dask, gains, n, m, b, w) -> tuple[DaskSolution, int]:
+    """The solution, and the power of two its ``params`` assume the gains were scaled by."""
     chunks = gains.to_delayed().ravel().tolist()
     offsets = _chunk_offsets(gains)
     nbits = 32 if gains.dtype == np.float32 else 64
-    if b == 0:
-        return DaskSolution(0.0, 0, math.inf, w, m, b, n, False, Params("gain", 0.0))
+    if b == 0:  # nothing to choose, but bad values are refused as rad.select refuses them
+        _check_values(dask, chunks, offsets)
+        return DaskSolution(0.0, 0, math.inf, w, m, b, n, False, Params("gain", 0.0)), 0
+    g_max = [0.0]
 
     def histogram(shift, pshift, prefix):
-        parts = _compute(dask, [dask.delayed(_hist)(c, w, shift, pshift, prefix) for c in chunks])
+        first = pshift >= nbits  # the first level also reports every chunk's largest gain
+        fn = _hist_stats if first else _hist
+        parts = _compute(dask, [dask.delayed(fn)(c, w, shift, pshift, prefix) for c in chunks])
+        if first:
+            g_max[0] = max(p[5] for p in parts)
         cnt = sum(p[0] for p in parts)
         hh = np.zeros_like(parts[0][1])
         gg = np.zeros_like(parts[0][2])
@@ -170,11 +199,10 @@ def _solve(dask, gains, n, m, b, w) -> DaskSolution:
 
     status, tau, kstar, g_total = radix_select(histogram, gather, nbits, m)
     if status == 2:
-        firsts = dask.compute(*[dask.delayed(_first_invalid)(c) for c in chunks])
-        for off, f in zip(offsets, firsts):
-            if f >= 0:
-                raise ValueError(f"gains must be finite and non-negative; gains[{off + f}] is not")
-    if g_total >= m and tau > 0:
+        _check_values(dask, chunks, offsets)
+    # gains near the float64 maximum: a = (1 + w) g and its sums overflow (rad.solve rescales)
+    huge = math.frexp(g_max[0])[1] + math.frexp(1.0 + w)[1] > 1021 - (n + 2).bit_length()
+    if g_total >= m and tau > 0 and not huge:
         parts = _compute(dask, [dask.delayed(_block_sums)(c, w, tau) for c in chunks])
         h = g = 0.0
         for p in parts:  # blocks in order: the canonical sum of rad.solve
@@ -186,10 +214,12 @@ def _solve(dask, gains, n, m, b, w) -> DaskSolution:
         min_a = min(float(p[3].min()) for p in parts)
         nu = b / h
         if math.isfinite(h) and nu <= min_a:
-            value = b * ((g - m) / h)
-            return DaskSolution(value, count, tau, w, m, b, n, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0))
+            value = b * _theorem1_value(None, None, w, m, tau, g, h, count)
+            params = Params("gain", nu, gain_cut=tau, gain_frac=1.0)
+            return DaskSolution(value, count, tau, w, m, b, n, False, params), 0
     warnings.warn(
-        "rad.dask: the optimum caps some probabilities at 1 (or the pool is degenerate); "
+        "rad.dask: the optimum caps some probabilities at 1 (or the pool is degenerate or "
+        "needs rescaling: subnormal or near-overflow gains); "
         "the exact capped solution needs a sort, so the gains are gathered to the client",
         RuntimeWarning,
         stacklevel=3,
@@ -202,7 +232,8 @@ def _solve(dask, gains, n, m, b, w) -> DaskSolution:
     if sol.value < 0:
         warnings.warn(f"the game's value is negative ({sol.value:.6g}): the teacher is expected to do net harm",
                       NetHarmWarning, stacklevel=3)
-    return DaskSolution(sol.value, sol.k_star, sol.threshold, w, m, b, n, True, sol.params)
+    summary = DaskSolution(sol.value, sol.k_star, sol.threshold, w, m, b, n, True, sol.params)
+    return summary, sol.scale_exponent
 
 
 def select(
@@ -223,7 +254,7 @@ def select(
     dask, gains, n, m, b, w = _validate(gains, m, b, w)
     last_transfer_bytes = 0
     key = key_from_rng(rng)
-    sol = _solve(dask, gains, n, m, b, w)
+    sol, scale = _solve(dask, gains, n, m, b, w)
     if b == 0:
         return np.zeros(0, dtype=np.int64)
     chunks = gains.to_delayed().ravel().tolist()
@@ -233,7 +264,7 @@ def select(
     tasks = []
     for c, off in zip(chunks, offsets):
         first = off // BLOCK if aligned else _UNALIGNED_STREAMS + off
-        tasks.append(dask.delayed(_round_chunk)(c, w, params, key, off, first))
+        tasks.append(dask.delayed(_round_chunk)(c, w, params, key, off, first, scale))
     parts = _compute(dask, tasks)
     taken = [int(i) for p in parts for i in p[0].tolist()]
     ids = np.concatenate([p[1] for p in parts])

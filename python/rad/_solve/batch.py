@@ -45,30 +45,70 @@ def solve_game(game: Game) -> Solution:
     sort-free search reports any decision within rounding of a tie, and the sorted scan
     then decides.
 
-    Subnormal inputs can make ``1/a`` overflow. Then the game is solved on copies of the
-    gains and losses multiplied by a power of two (exact, and the game is
-    scale-equivariant); the solution keeps those copies and reports ``scale_exponent``.
+    Extreme magnitudes are solved on copies of the gains and losses multiplied by a power
+    of two ``2**e`` (exact, and the game is scale-equivariant); the solution keeps those
+    copies and reports ``scale_exponent``. Gains near the float64 maximum are scaled down
+    first (``a = g + l`` and sums of up to ``n`` such terms must stay finite); subnormal
+    inputs, which make ``1/a`` overflow, are scaled up. A value too large for float64 is
+    returned as ``inf`` with a :class:`RuntimeWarning` (the probabilities are exact).
     """
+    top, bottom = _exponents(game)
+    room = 1021 - (game.n + 2).bit_length()  # a * (n + 2) * 4 below 2**1023
+    if top > room:
+        e = room - top
+        try:
+            return _rescaled(game, e)
+        except _Overflow:
+            raise ValueError(_SPAN) from None
     try:
         return _solve_game(game)
     except _Overflow:
-        g64 = np.asarray(game.gains, dtype=np.float64)
-        a = g64 + (game.losses if game.losses is not None else game.kernel_w * g64)
-        positive = a[a > 0]
         # 2**e puts the smallest positive a near 2**-990: every 1/a and every sum of up to
         # 2**30 of them stays finite, and the largest a stays far below overflow.
-        e = -990 - int(np.frexp(positive.min())[1])
-        if int(np.frexp(positive.max())[1]) + e > 1000:
-            raise ValueError(
-                "gains and losses span too many orders of magnitude (subnormal values next "
-                "to huge ones): 1/a cannot be represented; rescale or clip the tiny values"
-            )
-        g2 = np.ldexp(g64, e)
-        l2 = None if game.losses is None else np.ldexp(game.losses, e)
-        sol = _solve_game(replace(game, gains=g2, losses=l2))
-        return replace(
-            sol, value=math.ldexp(sol.value, -e), threshold=math.ldexp(sol.threshold, -e), scale_exponent=e
+        e = -990 - bottom
+        if top + e > room:
+            raise ValueError(_SPAN) from None
+        return _rescaled(game, e)
+
+
+_SPAN = (
+    "gains and losses span too many orders of magnitude (subnormal values next to huge "
+    "ones): 1/a and the sums of a cannot both be represented; rescale or clip the tiny values"
+)
+
+
+def _exponents(game: Game) -> tuple[int, int]:
+    """Binary exponents bounding the largest ``a`` from above and the smallest positive ``a``."""
+    g64 = np.asarray(game.gains, dtype=np.float64)
+    if g64.shape[0] == 0:
+        return 0, 0
+    g_max = float(np.max(g64))
+    if game.losses is None:
+        top = math.frexp(g_max)[1] + math.frexp(1.0 + game.kernel_w)[1]
+    else:
+        top = max(math.frexp(g_max)[1], math.frexp(float(np.max(game.losses)))[1]) + 1
+    with np.errstate(over="ignore"):
+        a = g64 + (game.losses if game.losses is not None else game.kernel_w * g64)
+    positive = a[a > 0]
+    bottom = math.frexp(float(positive.min()))[1] if positive.shape[0] else 0
+    return top, bottom
+
+
+def _rescaled(game: Game, e: int) -> Solution:
+    g2 = np.ldexp(np.asarray(game.gains, dtype=np.float64), e)
+    l2 = None if game.losses is None else np.ldexp(game.losses, e)
+    sol = _solve_game(replace(game, gains=g2, losses=l2))
+    value = float(np.ldexp(sol.value, -e))
+    if math.isinf(value):
+        warnings.warn(
+            f"the game's value ({sol.value!r} * 2**{-e}) is too large for float64 and is "
+            "returned as inf; the probabilities are exact (solved on the gains times "
+            f"2**{e}: Solution.scale_exponent)",
+            RuntimeWarning,
+            stacklevel=4,
         )
+    threshold = float(np.ldexp(sol.threshold, -e)) + 0.0
+    return replace(sol, value=value, threshold=threshold, scale_exponent=e)
 
 
 def _solve_game(game: Game) -> Solution:
@@ -79,7 +119,7 @@ def _solve_game(game: Game) -> Solution:
 
     def done(value: float, k_star: int, threshold: float, capped: bool, params: Params) -> Solution:
         return Solution(
-            value=value, k_star=k_star, threshold=threshold, w=game.w, m=m, b=b, n=n,
+            value=value, k_star=k_star, threshold=threshold + 0.0, w=game.w, m=m, b=b, n=n,
             capped=capped, params=params, gains=gains, losses=losses,
         )
 
