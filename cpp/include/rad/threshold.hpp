@@ -456,7 +456,7 @@ ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double
     const double inf = std::numeric_limits<double>::infinity();
     if (n == 0) return threshold_radix(g, L, n, m, threads);
     const U full_hi = full_bracket<T>().hi;
-    br.hi = std::min(br.hi, full_hi);
+    br.hi = std::max(U(1), std::min(br.hi, full_hi));
     if (br.lo >= br.hi) br.lo = br.hi - 1;
     const U ulo = br.lo, uhi = br.hi;
     int sh = 0;

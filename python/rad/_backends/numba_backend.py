@@ -484,6 +484,157 @@ def bit_gather(gains, losses, w, shift, key, count, threads):
     return _gather(gains, raw, sign, lv, has, float(w), shift, np.uint64(key), count)
 
 
+# ------------------------------------------------------------------ bracketed first pass
+# The default search (rad._backends.radix_select.bracket_resolve; threshold.hpp): one
+# pass sums the points above a sampled bracket and histograms the few inside it.
+
+_FINE = _radix.FINE
+
+
+@nb.njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, gg, mn):
+    """One thread's share of the bracket pass. The first loop of each run of 64 is
+    branch-free so that LLVM vectorises it (``reassoc``: these sums only steer decisions
+    with a rounding margin); validation compares the raw bits (no float flags involved)."""
+    gt = 0.0
+    ha = 0.0
+    ga = 0.0
+    minb = inf_bits
+    na = 0
+    nbl = 0
+    bad = 0
+    for c0 in range(lo, hi, 64):
+        c1 = min(hi, c0 + 64)
+        nin = 0
+        for i in range(c0, c1):
+            u = raw[i]
+            bad += (u >= inf_bits) & (u != sign)
+            gi = np.float64(g[i])
+            a = gi + (losses[i] if has_losses else w * gi)
+            pos = a > 0
+            r = 1.0 / (a if pos else 1.0)
+            r = r if pos else 0.0
+            gr = gi * r
+            gt += gr
+            up = gi >= hi_v
+            below = gi < lo_v
+            ha += r if up else 0.0
+            ga += gr if up else 0.0
+            na += up
+            minb = min(minb, u if up else inf_bits)
+            nbl += below
+            nin += (not up) & (not below)
+        if nin:
+            for i in range(c0, c1):
+                gi = np.float64(g[i])
+                if gi >= hi_v or not (gi >= lo_v):
+                    continue
+                a = gi + (losses[i] if has_losses else w * gi)
+                r = 1.0 / a if a > 0 else 0.0
+                b = (_bits(raw[i], sign) - ulo) >> sh
+                cnt[b] += 1
+                hh[b] += r
+                gg[b] += gi * r
+                if gi < mn[b]:
+                    mn[b] = gi
+    return gt, ha, ga, minb, na, nbl, bad
+
+
+@_pjit
+def _bracket_pass(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ulo, sh, nt):
+    n = g.shape[0]
+    cnt = np.zeros((nt, _FINE), np.int64)
+    hh = np.zeros((nt, _FINE))
+    gg = np.zeros((nt, _FINE))
+    mn = np.full((nt, _FINE), np.inf)
+    sums = np.zeros((nt, 3))
+    counts = np.zeros((nt, 3), np.int64)
+    minbits = np.zeros(nt, raw.dtype)
+    for t in nb.prange(nt):
+        gt, ha, ga, minb, na, nbl, bad = _bracket_range(
+            g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ulo, sh, n * t // nt, n * (t + 1) // nt,
+            cnt[t], hh[t], gg[t], mn[t])
+        sums[t, 0] = gt
+        sums[t, 1] = ha
+        sums[t, 2] = ga
+        minbits[t] = minb
+        counts[t, 0] = na
+        counts[t, 1] = nbl
+        counts[t, 2] = bad
+    c0 = cnt[0].copy()
+    h0 = hh[0].copy()
+    g0 = gg[0].copy()
+    m0 = mn[0].copy()
+    for t in range(1, nt):
+        for b in range(_FINE):
+            c0[b] += cnt[t, b]
+            h0[b] += hh[t, b]
+            g0[b] += gg[t, b]
+            m0[b] = min(m0[b], mn[t, b])
+    per_thread = cnt.copy()
+    return (counts[:, 2].sum() > 0, sums[:, 0].sum(), sums[:, 1].sum(), sums[:, 2].sum(), counts[:, 0].sum(),
+            minbits.min(), counts[:, 1].sum(), c0, h0, g0, m0, per_thread)
+
+
+@_pjit
+def _bracket_gather(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, per_thread, nt):
+    """The (g, a) of the points in fine bin ``key``; thread t writes at its offset."""
+    n = g.shape[0]
+    offs = np.zeros(nt + 1, np.int64)
+    for t in range(nt):
+        offs[t + 1] = offs[t] + per_thread[t]
+    vals = np.empty(offs[nt])
+    avals = np.empty(offs[nt])
+    for t in nb.prange(nt):
+        j = offs[t]
+        for i in range(n * t // nt, n * (t + 1) // nt):
+            u = _bits(raw[i], sign)
+            if u < ulo or u >= uhi or ((u - ulo) >> sh) != key:
+                continue
+            gi = np.float64(g[i])
+            vals[j] = gi
+            avals[j] = gi + (losses[i] if has_losses else w * gi)
+            j += 1
+    return vals, avals
+
+
+def threshold_bracketed(gains, losses, w, m, threads, lo, hi):
+    """The bracketed search with a chosen bracket ``[lo, hi)`` of gain values (test hook)."""
+    nbits = 32 if gains.dtype == np.float32 else 64
+    return _bracketed(gains, losses, w, m, threads, _radix.ordered_bits(lo, nbits), _radix.ordered_bits(hi, nbits))
+
+
+def _bracketed(gains, losses, w, m, threads, ulo, uhi):
+    nbits, raw, sign = _bit_view(gains)
+    n = gains.shape[0]
+    uhi = max(1, min(uhi, _radix.full_bracket(nbits)[1]))
+    if ulo >= uhi:
+        ulo = uhi - 1
+    if n == 0:
+        return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)
+    _use_threads(threads)
+    nt = max(1, min(int(threads), -(-n // BLOCK)))
+    lv, has = _losses_arg(losses)
+    sh = _radix.bracket_shift(ulo, uhi)
+    udt = raw.dtype.type
+    inf_bits = _radix.full_bracket(nbits)[1]
+    res = _bracket_pass(gains, raw, udt(1 << (nbits - 1)), udt(inf_bits), lv, has, float(w),
+                        _radix.edge_value(ulo, nbits), _radix.edge_value(uhi, nbits), udt(ulo), udt(sh), nt)
+    per_thread = res[-1]
+    minb = int(res[5])
+    res = res[:5] + (_radix.edge_value(minb, nbits) if minb < inf_bits else float("inf"),) + res[6:]
+
+    def gather(b):
+        return _bracket_gather(gains, raw, sign, lv, has, float(w), np.uint64(ulo), np.uint64(uhi), np.uint64(sh),
+                               np.uint64(b), per_thread[:, b].copy(), nt)
+
+    def fallback():
+        return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)
+
+    return _radix.bracket_resolve(res[:-1], ulo, uhi, sh, nbits, float(m), gather, fallback)
+
+
 def threshold_search(gains, losses, w, m, threads):
-    """Sort-free k* (:mod:`rad._backends.radix_select`): ``(status, tau, kstar, g_total)``."""
-    return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)
+    """Sort-free k*: ``(status, tau, kstar, g_total)`` (sample bracket, then one pass)."""
+    ulo, uhi = _radix.sample_bracket(gains, losses, w, m)
+    return _bracketed(gains, losses, w, m, threads, ulo, uhi)

@@ -92,31 +92,171 @@ def radix_select(histogram: Histogram, gather: Gather, nbits: int, m: float) -> 
             prefix, shift, level = key, shift - DIGIT, level + 1
             continue
         vals, avals = gather(shift, key, int(cnt[boundary]))
-        order = np.argsort(-vals, kind="stable")
-        vals, avals = vals[order], avals[order]
-        h, gs, tau, k = acc_h, acc_g, last_min, acc_n
-        d_in, d_out = pass_d, fail_d
-        s = 0
-        while s < vals.shape[0]:
-            y = float(vals[s])
-            d = y * h - gs + m
-            if d < 0:
-                d_out = d
-                break
-            d_in = inf if k == 0 else d
-            tau = y
-            while s < vals.shape[0] and vals[s] == y:
-                a = float(avals[s])
-                if a > 0:
-                    h += 1.0 / a
-                    gs += y / a
-                s += 1
-                k += 1
-        margin = 1e-10 * (abs(tau) * h + gs + m)
-        status = int(abs(d_in) < margin or abs(d_out) < margin or abs(g_total - m) < 1e-10 * scale)
-        if not all(np.isfinite([h, gs, g_total])) or d_in != d_in or d_out != d_out:
-            status = 1  # 1/a overflowed (subnormal input): let the sorted scan decide
-        return status, tau, k, g_total
+        return resolve_gathered(vals, avals, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, m, g_total, scale)
+
+
+def resolve_gathered(
+    vals: Any, avals: Any, acc_h: float, acc_g: float, acc_n: int, last_min: float, pass_d: float,
+    fail_d: float, m: float, g_total: float, scale: float,
+) -> tuple[int, float, int, float]:
+    """Resolve a gathered boundary bin exactly: its tie groups in descending order.
+
+    ``acc_*`` are the sums over the points known to join, ``pass_d``/``fail_d`` the D
+    values that bound the decisions next to the bin (D at the edges of the neighbouring
+    bins). Returns ``(status, tau, k*, g_total)``; status 1 flags a near tie.
+    """
+    inf = float("inf")
+    vals = np.asarray(vals, dtype=np.float64)
+    avals = np.asarray(avals, dtype=np.float64)
+    order = np.argsort(-vals, kind="stable")
+    vals, avals = vals[order], avals[order]
+    h, gs, tau, k = acc_h, acc_g, last_min, acc_n
+    d_in, d_out = pass_d, fail_d
+    s = 0
+    while s < vals.shape[0]:
+        y = float(vals[s])
+        d = y * h - gs + m
+        if d < 0:
+            d_out = d
+            break
+        d_in = inf if k == 0 else d
+        tau = y
+        while s < vals.shape[0] and vals[s] == y:
+            a = float(avals[s])
+            if a > 0:
+                h += 1.0 / a
+                gs += y / a
+            s += 1
+            k += 1
+    margin = 1e-10 * (abs(tau) * h + gs + m)
+    status = int(abs(d_in) < margin or abs(d_out) < margin or abs(g_total - m) < 1e-10 * scale)
+    if not all(np.isfinite([h, gs, g_total])) or d_in != d_in or d_out != d_out:
+        status = 1  # 1/a overflowed (subnormal input): let the sorted scan decide
+    return status, tau, k, g_total
+
+
+# ------------------------------------------------------------------ bracketed first pass
+# The default search of the compiled backends (cpp/include/rad/threshold.hpp has the same
+# steps): a strided sample brackets tau, one pass sums the points above the bracket and
+# histograms the few inside it into FINE bins, the boundary bin is gathered and resolved.
+
+#: Bins of the histogram of the points inside a bracket.
+FINE = 1 << 12
+#: Sample size and contiguous run length of the bracket's sample.
+SAMPLE, SAMPLE_RUN = 1 << 16, 64
+
+
+def ordered_bits(x: float, nbits: int) -> int:
+    """The ordered bit pattern of a non-negative float (``-0.0`` folded onto 0)."""
+    if x == 0:
+        return 0
+    dtype = np.float32 if nbits == 32 else np.float64
+    return int(np.array([x], dtype=dtype).view(np.uint32 if nbits == 32 else np.uint64)[0])
+
+
+def full_bracket(nbits: int) -> tuple[int, int]:
+    """The bracket holding every finite non-negative value."""
+    return 0, ordered_bits(float("inf"), nbits)
+
+
+def sample_bracket(gains: FloatArray, losses: FloatArray | None, w: float, m: float) -> tuple[int, int]:
+    """``(lo, hi)`` ordered bits bracketing tau, from a strided sample of about 2^16 gains.
+
+    The sample's own threshold scan (sums scaled by ``n / sample size``) gives a rank
+    ``r``; the bracket spans the sample ranks ``r -+ (4 sqrt(r) + 32)``.
+    """
+    nbits = 32 if gains.dtype == np.float32 else 64
+    n = gains.shape[0]
+    if n <= SAMPLE:
+        idx = np.arange(n)
+    else:
+        runs = SAMPLE // SAMPLE_RUN
+        starts = (n - SAMPLE_RUN) // (runs - 1) * np.arange(runs)
+        idx = (starts[:, None] + np.arange(SAMPLE_RUN)[None, :]).ravel()
+    y = np.asarray(gains[idx], dtype=np.float64)
+    if y.shape[0] == 0 or not np.all((y >= 0) & (y <= np.finfo(gains.dtype).max)):
+        return full_bracket(nbits)
+    a = y + (np.asarray(losses[idx], dtype=np.float64) if losses is not None else w * y)
+    order = np.argsort(-y, kind="stable")
+    y, a = y[order], a[order]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r_ = np.where(a > 0, 1.0 / np.where(a > 0, a, 1.0), 0.0)
+        h = np.concatenate(([0.0], np.cumsum(r_)[:-1]))
+        g = np.concatenate(([0.0], np.cumsum(y * r_)[:-1]))
+        f = n / y.shape[0]
+        fails = np.flatnonzero(y * f * h - f * g + m < 0)
+    ns = y.shape[0]
+    r = int(fails[0]) if fails.shape[0] else ns
+    delta = int(4.0 * np.sqrt(r + 1.0)) + 32
+    lo, hi = full_bracket(nbits)
+    if r - delta >= 0:
+        hi = ordered_bits(float(y[r - delta]), nbits) + 1
+    if r + delta < ns:
+        lo = ordered_bits(float(y[r + delta]), nbits)
+    return lo, hi
+
+
+#: ``() -> (bad, g_total, h_above, g_above, n_above, min_above, n_below, cnt, h, g, min)``.
+BracketPass = Callable[[], tuple[Any, ...]]
+#: ``(bin) -> (g, a)`` of the points of one fine bin.
+BracketGather = Callable[[int], tuple[Any, Any]]
+
+
+def bracket_shift(lo: int, hi: int) -> int:
+    """The shift that maps the ordered bits ``[lo, hi)`` onto at most :data:`FINE` bins."""
+    sh = 0
+    while ((hi - lo - 1) >> sh) >= FINE:
+        sh += 1
+    return sh
+
+
+def bracket_resolve(
+    pass_result: tuple[Any, ...], lo: int, hi: int, sh: int, nbits: int, m: float,
+    gather: BracketGather, fallback: Callable[[], tuple[int, float, int, float]],
+) -> tuple[int, float, int, float]:
+    """The decisions after the bracketed pass (mirrors threshold_bracketed in threshold.hpp)."""
+    inf = float("inf")
+    bad, g_total, acc_h, acc_g, acc_n, last_min, n_below, cnt, hh, gg, mn = pass_result
+    if bad:
+        return 2, 0.0, 0, 0.0
+    g_total = float(g_total)
+    scale = m + g_total
+    acc_h, acc_g, acc_n, last_min = float(acc_h), float(acc_g), int(acc_n), float(last_min)
+    pass_d, fail_d = inf, -inf
+    if acc_n > 0:
+        d = edge_value(hi, nbits) * acc_h - acc_g + m
+        if d < 0:
+            return fallback()
+        pass_d = d
+    boundary, lowest = -1, -1
+    for b in np.flatnonzero(cnt)[::-1].tolist():
+        lowest = b
+        edge = edge_value(lo + (b << sh), nbits)
+        h2, g2 = acc_h + float(hh[b]), acc_g + float(gg[b])
+        d_edge = edge * h2 - g2 + m
+        if d_edge < 0:
+            boundary, fail_d = b, d_edge
+            break
+        pass_d = d_edge
+        acc_h, acc_g = h2, g2
+        acc_n += int(cnt[b])
+        last_min = float(mn[b])
+    if boundary < 0:
+        if lowest < 0:
+            return fallback()
+        if n_below > 0:
+            d_lo = edge_value(lo, nbits) * acc_h - acc_g + m
+            if not d_lo < 0:
+                return fallback()
+            fail_d = d_lo
+        acc_h -= float(hh[lowest])
+        acc_g -= float(gg[lowest])
+        acc_n -= int(cnt[lowest])
+        boundary = lowest
+    if int(cnt[boundary]) > GATHER_MAX:
+        return fallback()
+    vals, avals = gather(boundary)
+    return resolve_gathered(vals, avals, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, m, g_total, scale)
 
 
 def threshold_search(

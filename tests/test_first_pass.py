@@ -1,0 +1,187 @@
+"""The bracketed first pass of the sort-free search (issue 10) against the sorted scan.
+
+The default search samples the gains, brackets tau, and makes one pass that sums the points
+above the bracket and histograms the ones inside it. The answer must never depend on the
+bracket: here brackets are *chosen* to miss tau (above it, below it, empty, everything),
+to sit exactly on tie groups, and sampled pools are built so that the strided sample lies.
+Where the search reports no near tie, ``(tau, k*)`` equal the sorted scan's.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from instances import gain_arrays, loss_arrays
+
+import rad
+from rad._backends import get_backend
+
+from conftest import BACKENDS
+
+
+def _hooks() -> dict:
+    """``backend -> threshold_bracketed(gains, losses, w, m, threads, lo, hi)``."""
+    out = {}
+    if "cpp" in BACKENDS:
+        from rad import _core
+
+        out["cpp"] = _core.threshold_bracketed
+    if "numba" in BACKENDS:
+        from rad._backends import numba_backend
+
+        out["numba"] = numba_backend.threshold_bracketed
+    return out
+
+
+HOOKS = _hooks()
+pytestmark = pytest.mark.skipif(not HOOKS, reason="no backend with the bracketed first pass")
+
+
+def _sorted_truth(backend: str, gains, losses, w, m):
+    be = get_backend(backend)
+    perm = be.argsort_desc(gains, 1)
+    k, g_total = be.theorem1_scan(gains, losses, w, perm, m, 1)
+    return k, float(gains[perm[k - 1]]), g_total
+
+
+def _check(backend: str, gains, losses, w, m, lo, hi, threads=2) -> int:
+    status, tau, kstar, g_total = HOOKS[backend](gains, losses, w, m, threads, lo, hi)
+    assert status in (0, 1)
+    k_sorted, tau_sorted, g_sorted = _sorted_truth(backend, gains, losses, w, m)
+    if status == 0:
+        assert kstar == k_sorted
+        assert tau == tau_sorted
+        assert g_total == pytest.approx(g_sorted, rel=1e-9, abs=1e-300)
+    return status
+
+
+def _brackets(gains: np.ndarray, tau: float) -> list[tuple[float, float]]:
+    """Brackets around, on, above and below tau, with edges on tie groups."""
+    vals = np.unique(np.asarray(gains, dtype=np.float64))
+    i = int(np.searchsorted(vals, tau))
+    pick = lambda j: float(vals[min(max(j, 0), vals.shape[0] - 1)])  # noqa: E731
+    up = float(np.nextafter(np.float32(tau) if gains.dtype == np.float32 else tau, np.inf))
+    inf = float("inf")
+    return [
+        (0.0, inf),  # everything inside
+        (tau, up),  # exactly the tie group at tau
+        (tau, tau),  # empty bracket at tau
+        (pick(i + 1), inf),  # tau below the bracket
+        (pick(i + 2), pick(i + 3)),  # tau below, bracket among larger ties
+        (0.0, tau),  # tau exactly at the top edge (above set starts at tau)
+        (0.0, pick(i - 1)),  # tau above the bracket
+        (pick(i - 2), pick(i - 1)),  # tau above, edges on smaller ties
+        (pick(i - 1), pick(i + 1)),  # edges on both neighbouring groups
+        (pick(0), pick(0)),
+        (pick(-1), inf),
+    ]
+
+
+@pytest.mark.parametrize("backend", sorted(HOOKS))
+@settings(max_examples=30)
+@given(
+    g=gain_arrays(min_n=1, max_n=80),
+    frac=st.sampled_from([0.0, 0.01, 0.3, 0.7, 0.99, 1.0]),
+    general=st.booleans(),
+    f32=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_bracket_never_changes_the_answer(backend: str, g, frac, general, f32, seed) -> None:
+    gains = g.astype(np.float32) if f32 else g
+    n = gains.shape[0]
+    m = frac * n
+    r = np.random.default_rng(seed)
+    losses = r.random(n) * 2 if general else None
+    w = 0.0 if general else 1.0 - frac
+    _, tau, _ = _sorted_truth(backend, gains, losses, w, m)
+    for lo, hi in _brackets(gains, tau):
+        _check(backend, gains, losses, w, m, lo, hi)
+
+
+@pytest.mark.parametrize("backend", sorted(HOOKS))
+@settings(max_examples=20)
+@given(g=gain_arrays(min_n=2, max_n=60), losses=st.data(), frac=st.floats(0.0, 1.0))
+def test_bracket_with_general_losses(backend: str, g, losses, frac) -> None:
+    lv = losses.draw(loss_arrays(g))
+    m = frac * g.shape[0]
+    _, tau, _ = _sorted_truth(backend, g, lv, 0.0, m)
+    for lo, hi in _brackets(g, tau):
+        _check(backend, g, lv, 0.0, m, lo, hi)
+
+
+def _solve_both(gains, m, b, backend):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rad.NetHarmWarning)
+        return (rad.solve(gains, m, b, backend=backend, method="sorted"),
+                rad.solve(gains, m, b, backend=backend, method="sortfree"))
+
+
+#: Pools whose strided sample (2^10 runs of 64 points) sees something else than the pool.
+LIARS = {
+    # high values exactly where the sample looks, low values elsewhere
+    "sampled_runs_high": lambda n: np.where((np.arange(n) % ((n - 64) // 1023)) < 64, 0.9, 0.1),
+    # sampled runs low, the rest high
+    "sampled_runs_low": lambda n: np.where((np.arange(n) % ((n - 64) // 1023)) < 64, 0.1, 0.9),
+    "ascending": lambda n: np.linspace(0.0, 1.0, n),
+    "descending": lambda n: np.linspace(1.0, 0.0, n),
+    "two_values_sorted": lambda n: np.where(np.arange(n) < n // 3, 0.8, 0.2),
+    "steps": lambda n: np.floor(np.arange(n) / 997.0) % 7 / 7.0,
+}
+
+
+@pytest.mark.parametrize("backend", sorted(HOOKS))
+@pytest.mark.parametrize("kind", sorted(LIARS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sample_that_lies(backend: str, kind: str, dtype) -> None:
+    n = 200_003
+    gains = LIARS[kind](n).astype(dtype)
+    for frac in (0.001, 0.3, 0.9):
+        m = frac * n
+        sorted_sol, free_sol = _solve_both(gains, m, 1000, backend)
+        assert free_sol.k_star == sorted_sol.k_star
+        assert free_sol.threshold == sorted_sol.threshold
+        assert free_sol.params == sorted_sol.params
+        assert free_sol.value == sorted_sol.value
+
+
+@pytest.mark.parametrize("backend", sorted(HOOKS))
+def test_large_pool_all_thread_counts(backend: str) -> None:
+    """A pool large enough for the strided sample; 1, 2 and 16 threads (clamped to the
+    cores) give the same solution and the same indices."""
+    gains = np.random.default_rng(5).random(600_000).astype(np.float32)
+    m, b = 0.3 * gains.shape[0], 1000
+    ref = rad.solve(gains, m, b, backend=backend, method="sorted", threads=1)
+    picks = [rad.select(gains, m, b, rng=7, backend=backend, threads=t) for t in (1, 2, 16)]
+    for t in (1, 2, 16):
+        sol = rad.solve(gains, m, b, backend=backend, threads=t)
+        assert (sol.k_star, sol.threshold, sol.params, sol.value) == (ref.k_star, ref.threshold, ref.params, ref.value)
+    for p in picks[1:]:
+        np.testing.assert_array_equal(p, picks[0])
+
+
+def test_backends_pick_the_same_indices_at_every_thread_count() -> None:
+    """C++ and Numba give the same indices at 1, 2 and 16 threads (16 clamped to the cores)."""
+    names = [b for b in ("cpp", "numba") if b in BACKENDS]
+    if len(names) < 2:
+        pytest.skip("needs both compiled backends")
+    gains = np.random.default_rng(11).random(300_000).astype(np.float32)
+    m, b = 0.3 * gains.shape[0], 777
+    out = {(name, t): rad.select(gains, m, b, rng=3, backend=name, threads=t) for name in names for t in (1, 2, 16)}
+    first = next(iter(out.values()))
+    for v in out.values():
+        np.testing.assert_array_equal(v, first)
+
+
+@pytest.mark.parametrize("backend", sorted(HOOKS))
+def test_invalid_values_are_reported(backend: str) -> None:
+    for bad in (np.nan, np.inf, -1.0):
+        g = np.random.default_rng(0).random(100_000)
+        g[70_001] = bad
+        status = HOOKS[backend](g, None, 0.5, 10.0, 2, 0.0, float("inf"))[0]
+        assert status == 2
+        with pytest.raises(ValueError, match=r"gains\[70001\]"):
+            rad.select(g, 10.0, 5, backend=backend)
