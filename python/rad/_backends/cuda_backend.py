@@ -546,18 +546,89 @@ def _set_bit(bits, i):
 
 
 @cuda.jit
-def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, states, nblk,
-                  bits, taken_count, left_idx, left_mass):
-    """One thread per block: round_sequence of rad._backends.canonical, streamed.
+def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, n, chunk_tot, bits,
+                  taken_count):
+    """Phase 1 of DepRound, one thread per chunk of 8.
 
-    A run's first uniform is known when the run starts (no draw happens inside a run), so
-    its inverse-CDF target is tracked while walking; only a second draw (the run's mass fell
-    short of the target) re-walks the run.
+    The chunk's canonical local mass total, and its certain points (``q >= CERTAIN``)
+    marked taken.
+    """
+    c = cuda.grid(1)
+    lo = c * _CHUNK
+    if lo >= n:
+        return
+    hi = min(n, lo + _CHUNK)
+    local = 0.0
+    certain = 0
+    for i in range(lo, hi):
+        p = _prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
+        mass = p
+        if p >= _CERTAIN:
+            cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
+            certain += 1
+            mass = 0.0
+        elif not (p > 0.0):
+            mass = 0.0
+        local += mass
+    chunk_tot[c] = local
+    if certain:
+        cuda.atomic.add(taken_count, lo // _BLOCK, certain)
+
+
+@cuda.jit(device=True)
+def _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, last_pos, hi):
+    """``last_pos`` as an item: ``-(c + 2)`` stands for "the last positive item of chunk c"."""
+    if last_pos > -2:
+        return last_pos
+    lo = (-last_pos - 2) * _CHUNK
+    found = -1
+    for j in range(lo, min(hi, lo + _CHUNK)):
+        if _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf) > 0.0:
+            found = j
+    return found
+
+
+@cuda.jit(device=True)
+def _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, chunk_tot, lo, s, e, off, local,
+            target):
+    """First item of ``[s, e)`` whose running mass exceeds ``target``, or -1.
+
+    The walk restarts from its state ``(off, local)`` after item ``s - 1`` and skips whole
+    chunks whose last running mass does not exceed the target.
+    """
+    j = s
+    while j < e:
+        pos = j - lo
+        if pos % _CHUNK == 0 and j + _CHUNK <= e:
+            o_new = off + local
+            t = chunk_tot[j // _CHUNK]
+            if not (o_new + t > target):
+                off = o_new
+                local = t
+                j += _CHUNK
+                continue
+        mj = _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf)
+        off, local, cj = _advance(mj, pos, off, local)
+        if cj > target:
+            return j
+        j += 1
+    return -1
+
+
+@cuda.jit
+def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, states, nblk, n, chunk_tot,
+                  bits, taken_count, left_idx, left_mass):
+    """Phase 2 of DepRound, one thread per block: round_sequence of rad._backends.canonical.
+
+    The walk runs over the chunk totals of phase 1 (``O_{c+1} = O_c + T_c``, the canonical
+    running mass) and descends to the items only in a chunk where something happens: an
+    integer crossing or the current run's inverse-CDF target. A run's first uniform is
+    known when the run starts (no draw happens inside a run), so its target is tracked
+    while walking; only a second draw (the run's mass fell short) searches the run again.
     """
     blk = cuda.grid(1)
     if blk >= nblk:
         return
-    n = g.shape[0] if not use_q else q.shape[0]
     lo = blk * _BLOCK
     hi = min(n, lo + _BLOCK)
     state = states[blk]
@@ -570,7 +641,6 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     local = 0.0
     cum = 0.0
     prev_cum = 0.0
-    # the run starting at `start`: its saved walk state, target, positive count, last positive
     start = lo
     s_off = off
     s_local = local
@@ -578,17 +648,25 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     first_hit = -1
     npos = 0
     last_pos = -1
-    for i in range(lo, hi):
-        p = _prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
-        mass = p
-        if p >= _CERTAIN:  # certain: taken, no mass
-            _set_bit(bits, i)
-            ntaken += 1
-            mass = 0.0
-        elif not (p > 0.0):
-            mass = 0.0
+    i = lo
+    while i < hi:
+        pos = i - lo
+        if pos % _CHUNK == 0:
+            o_new = off + local
+            t = chunk_tot[i // _CHUNK]
+            end_cum = o_new + t
+            if not (end_cum >= k + 1.0) and not (first_hit < 0 and end_cum > t1):
+                if t > 0.0:  # positive mass in the run: its last positive item is in this chunk
+                    npos += 1
+                    last_pos = -(i // _CHUNK) - 2
+                off = o_new
+                local = t
+                cum = end_cum
+                i = min(hi, i + _CHUNK)
+                continue
+        mass = _mass_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
         prev_cum = cum
-        off, local, cum = _advance(mass, i - lo, off, local)
+        off, local, cum = _advance(mass, pos, off, local)
         if cum >= k + 1.0:  # crossing item i closes the run [start, i)
             pick = carry
             if npos > 0:
@@ -603,16 +681,11 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
                             counter += np.uint64(1)
                             t2 = _fma_free_add(k, _mul(u2, total))
                             if not (m_start > t2):
-                                pick = last_pos
-                                o2 = s_off
-                                l2 = s_local
-                                for j in range(start, i):
-                                    mj = _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf,
-                                                  lc, lf)
-                                    o2, l2, c2 = _advance(mj, j - lo, o2, l2)
-                                    if c2 > t2:
-                                        pick = j
-                                        break
+                                pick = _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf,
+                                               chunk_tot, lo, start, i, s_off, s_local, t2)
+                                if pick < 0:
+                                    pick = _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc,
+                                                          gf, lc, lf, last_pos, hi)
             held = (prev_cum if i > lo else 0.0) - k
             alpha = 1.0 - held
             beta = 1.0 - mass
@@ -644,6 +717,7 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
                 last_pos = i
             if first_hit < 0 and cum > t1:
                 first_hit = i
+        i += 1
     # the last run: its survivor is the block's leftover
     pick = carry
     if npos > 0:
@@ -658,16 +732,12 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
                     counter += np.uint64(1)
                     t2 = _fma_free_add(k, _mul(u2, total))
                     if not (m_start > t2):
-                        pick = last_pos
-                        o2 = s_off
-                        l2 = s_local
-                        for j in range(start, hi):
-                            mj = _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf)
-                            o2, l2, c2 = _advance(mj, j - lo, o2, l2)
-                            if c2 > t2:
-                                pick = j
-                                break
-    taken_count[blk] = ntaken
+                        pick = _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, chunk_tot,
+                                       lo, start, hi, s_off, s_local, t2)
+                        if pick < 0:
+                            pick = _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf,
+                                                  last_pos, hi)
+    taken_count[blk] += ntaken
     left_idx[blk] = pick
     left_mass[blk] = cum - k
 
@@ -713,11 +783,38 @@ def _popcount_kernel(bits, nblk, counts):
     counts[blk] = c
 
 
+def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: bool, params: tuple[Any, ...],
+                  states: np.ndarray, n: int) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    """Both DepRound phases over ``n`` points.
+
+    Returns ``(bitmap, taken per block, leftover index per block, leftover mass per
+    block)``; the bitmap and counts stay on the device.
+    """
+    fill, nu, gc, gf, lc, lf = params
+    nblk = -(-n // BLOCK)
+    nchunks = -(-n // CHUNK)
+    bits = _full(-(-n // 32), 0, np.uint32)
+    taken_count = _full(nblk, 0, np.int64)
+    chunk_tot = cuda.device_array(nchunks, np.float64)
+    _chunk_kernel[_grid(nchunks), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, n,
+                                        chunk_tot, bits, taken_count)
+    left_idx = cuda.device_array(nblk, np.int64)
+    left_mass = cuda.device_array(nblk, np.float64)
+    _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
+        g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, cuda.to_device(states), nblk, n,
+        chunk_tot, bits, taken_count, left_idx, left_mass,
+    )
+    return bits, taken_count, left_idx.copy_to_host(), left_mass.copy_to_host()
+
+
+_NO_PARAMS = (0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
 def _merge_round(masses: np.ndarray, key: int) -> tuple[list[int], int]:
     """The final DepRound over the block leftovers: positions taken and the last survivor.
 
     ``round_sequence`` over the leftover masses on the :data:`~rad._backends.rng.MERGE_STREAM`
-    (one sequence, not blocked): the block kernel on the device while they fit one block
+    (one sequence, not blocked): the block kernels on the device while they fit one block
     (pools below 2**32 points), the NumPy definition above that.
     """
     state = stream_state(key, MERGE_STREAM)
@@ -729,15 +826,11 @@ def _merge_round(masses: np.ndarray, key: int) -> tuple[list[int], int]:
         taken, pick, _ = round_sequence(masses, state)
         return list(taken), int(pick)
     dm = cuda.to_device(masses)
-    bits = cuda.to_device(np.zeros(-(-masses.shape[0] // 32), np.uint32))
-    cnt = cuda.device_array(1, np.int64)
-    li = cuda.device_array(1, np.int64)
-    lm = cuda.device_array(1, np.float64)
-    _round_kernel[1, 1](dm, _dummy(), False, 0.0, dm, True, False, 0.0, 0.0, 0.0, 0.0, 0.0,
-                        cuda.to_device(np.array([state], np.uint64)), 1, bits, cnt, li, lm)
+    bits, _, li, _ = _round_blocks(dm, _dummy(), False, 0.0, dm, True, _NO_PARAMS,
+                                   np.array([state], np.uint64), masses.shape[0])
     words = bits.copy_to_host()
     taken = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: masses.shape[0]])
-    return taken.tolist(), int(li.copy_to_host()[0])
+    return taken.tolist(), int(li[0])
 
 
 def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
@@ -746,24 +839,12 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
     nblk = -(-n // BLOCK)
     lv, has = _losses_arg(losses)
     if use_q:
-        g_arg, q_arg = q, q
-        fill, nu, gc, gf, lc, lf = 0, 0.0, 0.0, 0.0, 0.0, 0.0
+        g_arg, q_arg, ptuple = q, q, _NO_PARAMS
     else:
-        g_arg, q_arg = gains, _dummy()
         assert params is not None
-        fill, nu, gc, gf, lc, lf = params.as_tuple()
-    states = cuda.to_device(np.array([stream_state(key, blk) for blk in range(nblk)], dtype=np.uint64))
-    nwords = -(-n // 32)
-    bits = cuda.to_device(np.zeros(nwords, np.uint32))
-    taken_count = cuda.device_array(nblk, np.int64)
-    left_idx = cuda.device_array(nblk, np.int64)
-    left_mass = cuda.device_array(nblk, np.float64)
-    _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
-        g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, states, nblk, bits,
-        taken_count, left_idx, left_mass,
-    )
-    li = left_idx.copy_to_host()
-    lm = left_mass.copy_to_host()
+        g_arg, q_arg, ptuple = gains, _dummy(), params.as_tuple()
+    states = np.array([stream_state(key, blk) for blk in range(nblk)], dtype=np.uint64)
+    bits, taken_count, li, lm = _round_blocks(g_arg, lv, has, float(w), q_arg, use_q, ptuple, states, n)
     keep = lm > 0
     ids, masses = li[keep], np.ascontiguousarray(lm[keep])
     merged, last = _merge_round(masses, key)
