@@ -19,11 +19,7 @@ def _demo(args: argparse.Namespace) -> int:
     from rad._backends import get_backend
     from rad._backends.threads import resolve_threads
 
-    n = int(args.n)
-    if n < 1:
-        raise SystemExit("rad demo: --n must be >= 1")
-    if not 0.0 <= args.mistake_rate <= 1.0:
-        raise SystemExit("rad demo: --mistake-rate must be in [0, 1]")
+    n = args.n  # validated by the parser: an integer in [1, 2**40]
     m = args.mistake_rate * n
     b = min(int(args.b), n)
     print(f"rad demo: synthetic pool of n={n:,} gains ~ uniform(0, 1) float32, "
@@ -54,6 +50,49 @@ def _info(args: argparse.Namespace) -> int:
 
     print(json.dumps({"version": rad.__version__, **rad.backends()}, indent=2))
     return 0
+
+
+#: The largest pool ``rad demo`` will generate (4 TiB of float32).
+_DEMO_MAX_N = 1 << 40
+
+
+def _pool_size(text: str) -> int:
+    """``--n``: an integer count, also written as a float (``1e7``), in [1, 2**40]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value != math.floor(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number of points, got {text!r}")
+    if not 1 <= value <= _DEMO_MAX_N:
+        raise argparse.ArgumentTypeError(f"must be in [1, 2**40], got {text!r}")
+    return int(value)
+
+
+def _whole(low: int):
+    """An argparse type: an integer >= ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _rate(text: str) -> float:
+    """``--mistake-rate``: a finite number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text!r}")
+    return value
 
 
 def _experiment(args: argparse.Namespace) -> int:
@@ -205,12 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rad", description="Robust Active Distillation")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="select from a built-in synthetic pool and report k*, value, time")
-    demo.add_argument("--n", type=float, default=1e7, help="pool size (default 1e7)")
-    demo.add_argument("--mistake-rate", type=float, default=0.3, help="m / n (default 0.3)")
-    demo.add_argument("--b", type=int, default=1000, help="budget (default 1000)")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--n", type=_pool_size, default=10_000_000, help="pool size (default 1e7)")
+    demo.add_argument("--mistake-rate", type=_rate, default=0.3, help="m / n, in [0, 1] (default 0.3)")
+    demo.add_argument("--b", type=_whole(0), default=1000, help="budget (default 1000; at most n)")
+    demo.add_argument("--seed", type=_whole(0), default=0, help="non-negative seed")
     demo.add_argument("--backend", default="auto", choices=["auto", "cpp", "numba", "numpy"])
-    demo.add_argument("--threads", type=int, default=None)
+    demo.add_argument("--threads", type=_whole(1), default=None, help="kernel threads (>= 1)")
     demo.set_defaults(func=_demo)
     info = sub.add_parser("info", help="print the version and which backends are built")
     info.set_defaults(func=_info)
@@ -288,9 +327,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class UsageError(SystemExit):
+    """A command refused its input: exit status 2 (as argparse's own errors), the message on
+    one line of stderr; ``str()`` is the message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    """Run one ``rad`` command. Bad invocations end with one line on stderr and exit
+    status 2, never a traceback: argparse's errors, a command's own refusal
+    (``SystemExit`` with a message), and the library's ``ValueError``/``TypeError``
+    (bad values, an unknown ``RAD_BACKEND``), ``OverflowError``, a missing optional
+    dependency (``ImportError``) or ``MemoryError``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    where = f"rad {args.command}"
+    try:
+        return int(args.func(args))
+    except UsageError:
+        raise
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):
+            raise
+        message = " ".join(exc.code.split())  # one line
+        print(message if message.startswith("rad") else f"{where}: error: {message}", file=sys.stderr)
+        raise UsageError(message) from None
+    except ImportError as exc:
+        extra = "tf" if args.command == "experiment" else "test"
+        print(f"{where}: error: a required module is missing ({exc}); install it, e.g. "
+              f"pip install 'robust-active-distillation[{extra}]'", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"{where}: error: {text}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
