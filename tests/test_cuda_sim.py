@@ -67,9 +67,10 @@ def kernels_match_numpy() -> None:
                 w = 0.6 if losses is None else 0.0
                 n = g.shape[0]
                 for m in (0.05 * n, 0.3 * n):
-                    got, want = C.threshold_search(d, dl, w, m, 1), R.threshold_search(g, losses, w, m)
-                    assert got[:3] == want[:3], (label, dtype, m, got, want)
-                    assert abs(got[3] - want[3]) <= 1e-12 * abs(want[3]), (got, want)
+                    want = R.threshold_search(g, losses, w, m)
+                    for got in (C.threshold_search(d, dl, w, m, 1), C.threshold_levels(d, dl, w, m, 1)):
+                        assert got[:3] == want[:3], (label, dtype, m, got, want)
+                        assert abs(got[3] - want[3]) <= 1e-12 * abs(want[3]), (got, want)
                 tau = float(np.quantile(g, 0.4))
                 assert C.support_sums(d, dl, w, tau, 1) == R.support_sums(g, losses, w, tau), (label, dtype)
                 for a, b in zip(C.support_block_sums(d, dl, w, tau, 1), R.support_block_sums(g, losses, w, tau)):
@@ -83,6 +84,27 @@ def kernels_match_numpy() -> None:
                     assert np.array_equal(q_dev, R.materialize(g, losses, w, params)), (label, params)
                     assert C.support_stats(d, dl, w, params, 1) == R.support_stats(g, losses, w, params)
             assert C.first_invalid(d, 1) == -1
+
+
+@check
+def brackets_that_miss_fall_back() -> None:
+    """Chosen brackets above, below, around and inside tau: the same answer every time."""
+    from numba import cuda
+
+    from rad._backends import cuda_backend as C
+    from rad._backends import numpy_backend as R
+    from rad._backends.radix_select import ordered_bits
+
+    for label, base in _pools()[:2]:
+        g = base.astype(np.float32)
+        d = cuda.to_device(g)
+        m = 0.1 * g.shape[0]
+        want = R.threshold_search(g, None, 0.5, m)
+        tau = want[1]
+        for lo, hi in ((0.0, 1e-3), (0.99 * g.max(), g.max() * 2), (tau, tau * 1.0001), (0.5 * tau, 2 * tau),
+                       (tau * 0.999, tau)):
+            got = C._bracketed(d, None, 0.5, m, 1, ordered_bits(lo, 32), ordered_bits(hi, 32))
+            assert got[:3] == want[:3], (label, lo, hi, got, want)
 
 
 @check

@@ -382,8 +382,217 @@ def bit_gather(gains, losses, w, shift, key, count, threads):
     return vals.copy_to_host()[:got][order], avals.copy_to_host()[:got][order]
 
 
+# ----------------------------------------------------- bracketed single-pass search
+# The default search of every backend (rad._backends.radix_select.bracket_resolve): a
+# strided sample brackets tau, one pass sums the points above the bracket and bins the
+# few inside it, the boundary bin is gathered; the level loop above is the fallback.
+
+_FINE = _radix.FINE
+
+
+@cuda.jit
+def _take_kernel(x, idx, out):
+    i = cuda.grid(1)
+    if i < idx.shape[0]:
+        out[i] = x[idx[i]]
+
+
+class _Sampled:
+    """What :func:`rad._backends.radix_select.sample_bracket` reads of a device array.
+
+    Its shape, dtype, and the values at a few indices (gathered on the device, ~2^16).
+    """
+
+    def __init__(self, arr: Any) -> None:
+        self.arr, self.shape, self.dtype = arr, arr.shape, np.dtype(arr.dtype)
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        out = cuda.device_array(idx.shape[0], dtype=self.dtype)
+        if idx.shape[0]:
+            _take_kernel[_grid(idx.shape[0]), _TPB](self.arr, cuda.to_device(idx), out)
+        return out.copy_to_host()
+
+
+@cuda.jit
+def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ulo, sh,
+                    cnt, hh, gg, mnbits, scal, icnt):
+    """The bracket's single pass over the pool.
+
+    Above the bracket ``(sum 1/a, sum g/a, count, min bits)``, below it a count, inside it
+    FINE bins (a shared-memory cache of bins as in the histogram kernel), and ``sum g/a``
+    over every point: ``scal = (g_total, h_above, g_above)``, ``icnt = (n_above, n_below,
+    bad, min bits above)``.
+    """
+    tag = cuda.shared.array(_SLOTS, np.int64)
+    scnt = cuda.shared.array(_SLOTS, np.int64)
+    sh_ = cuda.shared.array(_SLOTS, np.float64)
+    sg = cuda.shared.array(_SLOTS, np.float64)
+    smn = cuda.shared.array(_SLOTS, np.uint64)
+    bsum = cuda.shared.array(3, np.float64)
+    bcnt = cuda.shared.array(4, np.uint64)
+    tid = cuda.threadIdx.x
+    for j in range(tid, _SLOTS, cuda.blockDim.x):
+        tag[j] = -1
+        scnt[j] = 0
+        sh_[j] = 0.0
+        sg[j] = 0.0
+        smn[j] = _UMAX
+    if tid == 0:
+        bsum[0] = 0.0
+        bsum[1] = 0.0
+        bsum[2] = 0.0
+        bcnt[0] = np.uint64(0)
+        bcnt[1] = np.uint64(0)
+        bcnt[2] = np.uint64(0)
+        bcnt[3] = _UMAX
+    cuda.syncthreads()
+    gt = 0.0
+    ha = 0.0
+    ga = 0.0
+    na = np.uint64(0)
+    nbl = np.uint64(0)
+    bad = np.uint64(0)
+    minb = _UMAX
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, g.shape[0], stride):
+        u = np.uint64(raw[i])
+        if u >= inf_bits and u != sign:
+            bad = np.uint64(1)
+            continue
+        if u == sign:
+            u = np.uint64(0)
+        gi = np.float64(g[i])
+        a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+        r = 1.0 / a if a > 0 else 0.0
+        gr = _mul(gi, r)
+        gt += gr
+        if gi >= hi_v:
+            ha += r
+            ga += gr
+            na += np.uint64(1)
+            if u < minb:
+                minb = u
+        elif gi < lo_v:
+            nbl += np.uint64(1)
+        else:
+            b = np.int64((u - ulo) >> sh)
+            slot = b & (_SLOTS - 1)
+            t = tag[slot]
+            if t == -1:
+                t = cuda.atomic.cas(tag, slot, np.int64(-1), b)
+                if t == -1:
+                    t = b
+            if t == b:
+                _bin_add(scnt, sh_, sg, smn, slot, 1, r, gr, u)
+            else:
+                _bin_add(cnt, hh, gg, mnbits, b, 1, r, gr, u)
+    cuda.atomic.add(bsum, 0, gt)
+    cuda.atomic.add(bsum, 1, ha)
+    cuda.atomic.add(bsum, 2, ga)
+    cuda.atomic.add(bcnt, 0, na)
+    cuda.atomic.add(bcnt, 1, nbl)
+    cuda.atomic.max(bcnt, 2, bad)
+    cuda.atomic.min(bcnt, 3, minb)
+    cuda.syncthreads()
+    for j in range(tid, _SLOTS, cuda.blockDim.x):
+        t = tag[j]
+        if t >= 0:
+            _bin_add(cnt, hh, gg, mnbits, t, scnt[j], sh_[j], sg[j], smn[j])
+    if tid == 0:
+        cuda.atomic.add(scal, 0, bsum[0])
+        cuda.atomic.add(scal, 1, bsum[1])
+        cuda.atomic.add(scal, 2, bsum[2])
+        cuda.atomic.add(icnt, 0, bcnt[0])
+        cuda.atomic.add(icnt, 1, bcnt[1])
+        cuda.atomic.max(icnt, 2, bcnt[2])
+        cuda.atomic.min(icnt, 3, bcnt[3])
+
+
+@cuda.jit
+def _bracket_gather_kernel(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, pos, idx, vals, avals):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, g.shape[0], stride):
+        u = np.uint64(raw[i])
+        if u == sign:
+            u = np.uint64(0)
+        if u < ulo or u >= uhi or ((u - ulo) >> sh) != key:
+            continue
+        j = cuda.atomic.add(pos, 0, 1)
+        if j < idx.shape[0]:
+            gi = np.float64(g[i])
+            idx[j] = i
+            vals[j] = gi
+            avals[j] = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+
+
+def _bits_to_float(bits: np.ndarray, nbits: int) -> np.ndarray:
+    if nbits == 32:
+        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    return bits.view(np.float64).copy()
+
+
+def _bracketed(gains, losses, w, m, threads, ulo, uhi):
+    nbits, raw, sign = _bit_view(gains)
+    n = gains.shape[0]
+    inf_bits = _radix.full_bracket(nbits)[1]
+    uhi = max(1, min(uhi, inf_bits))
+    if ulo >= uhi:
+        ulo = uhi - 1
+    lv, has = _losses_arg(losses)
+    sh = _radix.bracket_shift(ulo, uhi)
+    cnt = _full(_FINE, 0, np.int64)
+    hh = _full(_FINE, 0.0, np.float64)
+    gg = _full(_FINE, 0.0, np.float64)
+    mnbits = _full(_FINE, _UMAX, np.uint64)
+    scal = _full(3, 0.0, np.float64)
+    icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max], dtype=np.uint64))
+    _bracket_kernel[_resident_grid(n), _TPB](
+        gains, raw, sign, np.uint64(inf_bits), lv, has, float(w), _radix.edge_value(ulo, nbits),
+        _radix.edge_value(uhi, nbits), np.uint64(ulo), np.uint64(sh), cnt, hh, gg, mnbits, scal, icnt,
+    )
+    c = cnt.copy_to_host()
+    mn = _bits_to_float(mnbits.copy_to_host(), nbits)
+    mn[c == 0] = np.inf
+    g_total, h_above, g_above = (float(v) for v in scal.copy_to_host())
+    n_above, n_below, bad, minb = (int(v) for v in icnt.copy_to_host())
+    last_min = _radix.edge_value(minb, nbits) if minb < inf_bits else float("inf")
+    res = (bool(bad), g_total, h_above, g_above, n_above, last_min, n_below, c, hh.copy_to_host(),
+           gg.copy_to_host(), mn)
+
+    def gather(b: int) -> tuple[np.ndarray, np.ndarray]:
+        size = max(1, int(c[b]))
+        pos = _full(1, 0, np.int64)
+        idx = cuda.device_array(size, np.int64)
+        vals = cuda.device_array(size, np.float64)
+        avals = cuda.device_array(size, np.float64)
+        _bracket_gather_kernel[_stride_grid(n), _TPB](gains, raw, sign, lv, has, float(w), np.uint64(ulo),
+                                                      np.uint64(uhi), np.uint64(sh), np.uint64(b), pos, idx, vals,
+                                                      avals)
+        got = min(int(pos.copy_to_host()[0]), size)
+        order = np.argsort(idx.copy_to_host()[:got], kind="stable")
+        return vals.copy_to_host()[:got][order], avals.copy_to_host()[:got][order]
+
+    def fallback() -> tuple[int, float, int, float]:
+        return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)
+
+    return _radix.bracket_resolve(res, ulo, uhi, sh, nbits, float(m), gather, fallback)
+
+
 def threshold_search(gains, losses, w, m, threads):
-    """Sort-free k* (:mod:`rad._backends.radix_select`): ``(status, tau, kstar, g_total)``."""
+    """Sort-free k*: ``(status, tau, kstar, g_total)``: a sampled bracket, one pass, a gather.
+
+    The sample is ~2^16 gains gathered on the device; the 16-bit level loop is the
+    fallback when the bracket misses.
+    """
+    ulo, uhi = _radix.sample_bracket(_Sampled(gains), None if losses is None else _Sampled(losses), w, m)
+    return _bracketed(gains, losses, w, m, threads, ulo, uhi)
+
+
+def threshold_levels(gains, losses, w, m, threads):
+    """The 16-bit radix level loop alone (the fallback of :func:`threshold_search`)."""
     return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)
 
 
