@@ -280,34 +280,57 @@ def _round_sequence(q, lo, hi, state, out, n_out):
 
 
 @_pjit
-def _round_blocks(q, first_blk, last_blk, states, buf, counts, left_idx, left_mass):
+def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, first_blk, last_blk, states, buf,
+                         counts, left_idx, left_mass):
+    """The block phase of DepRound with ``q`` computed block by block (no array of size n).
+
+    Each block's probabilities go to a block-sized scratch array (the same expressions as
+    :func:`_probability`, so the same bits as ``materialize``); the taken positions are
+    written block-local into ``buf`` (int32) and made global by the caller.
+    """
+    n = g.shape[0]
+    for j in nb.prange(last_blk - first_blk):
+        blk = first_blk + j
+        lo = blk * BLOCK
+        hi = min(n, lo + BLOCK)
+        qb = np.empty(hi - lo)
+        for i in range(lo, hi):
+            gi = np.float64(g[i])
+            qb[i - lo] = _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
+        cnt, li, lm = _round_sequence(qb, 0, hi - lo, states[j], buf[j], 0)
+        counts[j] = cnt
+        left_idx[blk] = lo + li if li >= 0 else -1
+        left_mass[blk] = lm
+
+
+@_pjit
+def _round_blocks_local(q, first_blk, last_blk, states, buf, counts, left_idx, left_mass):
+    """:func:`_round_blocks_params` for a given ``q`` (block-local positions in ``buf``)."""
     n = q.shape[0]
     for j in nb.prange(last_blk - first_blk):
         blk = first_blk + j
         lo = blk * BLOCK
         hi = min(n, lo + BLOCK)
-        cnt, li, lm = _round_sequence(q, lo, hi, states[j], buf[j], 0)
+        cnt, li, lm = _round_sequence(q[lo:hi], 0, hi - lo, states[j], buf[j], 0)
         counts[j] = cnt
-        left_idx[blk] = li
+        left_idx[blk] = lo + li if li >= 0 else -1
         left_mass[blk] = lm
 
 
-_GROUP = 64  # blocks rounded per parallel batch (bounds the scratch to 32 MB)
-
-
-def _depround_q(q: np.ndarray, b: int, key: int) -> np.ndarray:
-    n = q.shape[0]
+def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.ndarray:
+    """Blocks rounded in parallel groups (scratch: a few blocks per thread), then the merge."""
     nblk = -(-n // BLOCK)
+    group = max(2, min(64, 2 * int(threads)))
     left_idx = np.full(nblk, -1, np.int64)
     left_mass = np.zeros(nblk)
     pieces = []
-    for first in range(0, nblk, _GROUP):
-        last = min(nblk, first + _GROUP)
+    buf = np.empty((group, BLOCK), np.int32)
+    counts = np.zeros(group, np.int64)
+    for first in range(0, nblk, group):
+        last = min(nblk, first + group)
         states = np.array([stream_state(key, blk) for blk in range(first, last)], dtype=np.uint64)
-        buf = np.empty((last - first, BLOCK), np.int64)
-        counts = np.zeros(last - first, np.int64)
-        _round_blocks(q, first, last, states, buf, counts, left_idx, left_mass)
-        pieces.extend(buf[j, : counts[j]].copy() for j in range(last - first))
+        round_group(first, last, states, buf, counts, left_idx, left_mass)
+        pieces.extend(buf[j, : counts[j]].astype(np.int64) + (first + j) * BLOCK for j in range(last - first))
     keep = left_mass > 0
     ids, masses = left_idx[keep], left_mass[keep]
     out = np.empty(ids.shape[0], np.int64)
@@ -320,6 +343,24 @@ def _depround_q(q: np.ndarray, b: int, key: int) -> np.ndarray:
     if taken.shape[0] != b or (b > 1 and not np.all(np.diff(taken) > 0)):
         raise RuntimeError(f"internal error: DepRound produced {taken.shape[0]} indices for a budget of {b}")
     return taken
+
+
+def _depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray:
+    def round_group(first, last, states, buf, counts, left_idx, left_mass):
+        _round_blocks_local(q, first, last, states, buf, counts, left_idx, left_mass)
+
+    return _depround_core(round_group, q.shape[0], b, key, threads)
+
+
+def _depround_params(gains, losses, w, params: Params, b: int, key: int, threads: int) -> np.ndarray:
+    lv, has = _losses_arg(losses)
+    fill, nu, gc, gf, lc, lf = params.as_tuple()
+
+    def round_group(first, last, states, buf, counts, left_idx, left_mass):
+        _round_blocks_params(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, first, last, states, buf,
+                             counts, left_idx, left_mass)
+
+    return _depround_core(round_group, gains.shape[0], b, key, threads)
 
 
 # ------------------------------------------------------------------ kernel contract
@@ -380,12 +421,13 @@ def support_stats(gains, losses, w, params: Params, threads):
 
 def depround_q(q, b, key, threads):
     _use_threads(threads)
-    return _depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key))
+    return _depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key), threads)
 
 
 def depround_params(gains, losses, w, params: Params, b, key, threads):
+    """Streamed: each block's ``q`` is computed into block-sized scratch (no ``q`` array)."""
     _use_threads(threads)
-    return _depround_q(materialize(gains, losses, w, params, threads), int(b), int(key))
+    return _depround_params(gains, losses, w, params, int(b), int(key), threads)
 
 
 #: The capped path's F(nu) and rad.dask's per-chunk rounding use the reference.
