@@ -113,6 +113,17 @@ def test_value_and_q_are_exact(backend: str, inst: dict) -> None:
     assert got >= opt - tol, f"q is worth {float(got)!r}; the optimum is {float(opt)!r} (allowed {float(tol):.3g})"
 
 
+@settings(max_examples=150)
+@given(inst=instances(max_n=10, gain_kinds=("span", "wide"), min_b=1))
+def test_value_and_q_are_exact_on_spanning_pools(inst: dict) -> None:
+    """The pools where the old global stop rule failed, drawn alone (the old search fails
+    this within a few dozen examples; the issue's pools above fail it deterministically)."""
+    game, opt, tol = _reference(inst)
+    sol = _solve(inst)
+    assert abs(Fraction(sol.value) - opt) <= tol, _explain(sol.value, opt, tol)
+    assert adversary_value(game, sol.probabilities()) >= opt - tol
+
+
 @given(inst=instances(max_n=9, gain_kinds=WIDE_KINDS, min_b=1))
 def test_sorted_and_sortfree_agree_and_are_exact(inst: dict) -> None:
     game, opt, tol = _reference(inst)
