@@ -184,6 +184,14 @@ def host_fallbacks_match_numpy() -> None:
         assert any(r.category is DeviceFallbackWarning for r in rec), (m, b)
         assert np.array_equal(got, rad.select(g, m, b, rng=4, backend="numpy")), (m, b)
     assert rad.select(d, 80.0, 0, rng=1, as_numpy=True).shape == (0,)
+    huge = g * 1e306  # near the float64 maximum: rescaled on the host, as the CPU does
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always", DeviceFallbackWarning)
+        got = rad.select(cuda.to_device(huge), 80.0, 5, rng=4, as_numpy=True)
+        sol = rad.solve(cuda.to_device(huge), 80.0, 5)
+    assert any(r.category is DeviceFallbackWarning for r in rec)
+    assert np.array_equal(got, rad.select(huge, 80.0, 5, rng=4, backend="numpy"))
+    assert sol.value == rad.solve(huge, 80.0, 5, backend="numpy").value
 
 
 @check

@@ -233,6 +233,36 @@ def first_invalid(x: Any, threads: int) -> int:
     return -1 if i >= n else i
 
 
+@cuda.jit
+def _max_bits_kernel(raw, sign, out):
+    best = cuda.shared.array(1, np.uint64)
+    if cuda.threadIdx.x == 0:
+        best[0] = np.uint64(0)
+    cuda.syncthreads()
+    mx = np.uint64(0)
+    start = cuda.grid(1)
+    for i in range(start, raw.shape[0], cuda.gridsize(1)):
+        u = np.uint64(raw[i])
+        if u != sign and u > mx:
+            mx = u
+    cuda.atomic.max(best, 0, mx)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.max(out, 0, best[0])
+
+
+def max_value(x: Any) -> float:
+    """The largest entry of a device array of non-negative floats.
+
+    NaN and negative values compare above every finite one: the caller's checks name them.
+    """
+    nbits, raw, sign = _bit_view(x)
+    out = _full(1, 0, np.uint64)
+    if x.shape[0]:
+        _max_bits_kernel[_resident_grid(x.shape[0]), _TPB](raw, sign, out)
+    return float(_bits_to_float(out.copy_to_host(), nbits)[0])
+
+
 # ---------------------------------------------------------- sort-free threshold search
 
 

@@ -259,7 +259,7 @@ def _solve_on_device(game: Any) -> Any | None:
     kern, gains, losses, m, b, w_k = game.backend, game.gains, game.losses, game.m, game.b, game.kernel_w
     if b == 0:
         return _solution(game, 0.0, 0, float("inf"), False, Params("gain", 0.0))
-    if b == game.n or not game.sortfree:
+    if b == game.n or not game.sortfree or not _magnitudes_fit(game):
         return None
     status, tau, kstar, g_total = kern.threshold_search(gains, losses, w_k, m, game.threads)
     if status == 2:
@@ -280,12 +280,31 @@ def _solve_on_device(game: Any) -> Any | None:
     return _solution(game, value, count, float(tau), False, Params("gain", nu, gain_cut=float(tau), gain_frac=1.0))
 
 
+def _magnitudes_fit(game: Any) -> bool:
+    """Whether ``a = g + l`` and its sums stay finite unscaled.
+
+    ``rad._solve.batch.solve_game`` scales gains near the float64 maximum down first (then
+    the host solves). No pass over float32 gains with RAD losses and a moderate ``w``:
+    their bound already fits.
+    """
+    room = 1021 - (game.n + 2).bit_length()
+    kern = game.backend
+    if game.losses is None:
+        w_exp = math.frexp(1.0 + game.kernel_w)[1]
+        if (128 if np.dtype(game.gains.dtype) == np.float32 else 1024) + w_exp <= room:
+            return True
+        top = math.frexp(kern.max_value(game.gains))[1] + w_exp
+    else:
+        top = max(math.frexp(kern.max_value(game.gains))[1], math.frexp(kern.max_value(game.losses))[1]) + 1
+    return bool(top <= room)
+
+
 def _why(game: Any) -> str:
     if game.b == game.n:
         return "b == n (every point is selected; the value needs a sort)"
     if not game.sortfree:
         return "method='sorted' asks for the sorted scan"
-    return "the solution is capped (b max p* > 1), a near tie, or subnormal input"
+    return "the solution is capped (b max p* > 1), a near tie, or extreme magnitudes (rescaled on the host)"
 
 
 def solve_device(game: Game) -> tuple[Solution, Game]:
