@@ -52,7 +52,7 @@ def solve_game(game: Game) -> Solution:
     inputs, which make ``1/a`` overflow, are scaled up. A value too large for float64 is
     returned as ``inf`` with a :class:`RuntimeWarning` (the probabilities are exact).
     """
-    top, bottom = _exponents(game)
+    top = _top_exponent(game)
     room = 1021 - (game.n + 2).bit_length()  # a * (n + 2) * 4 below 2**1023
     if top > room:
         e = room - top
@@ -65,7 +65,7 @@ def solve_game(game: Game) -> Solution:
     except _Overflow:
         # 2**e puts the smallest positive a near 2**-990: every 1/a and every sum of up to
         # 2**30 of them stays finite, and the largest a stays far below overflow.
-        e = -990 - bottom
+        e = -990 - _bottom_exponent(game)
         if top + e > room:
             raise ValueError(_SPAN) from None
         return _rescaled(game, e)
@@ -77,21 +77,27 @@ _SPAN = (
 )
 
 
-def _exponents(game: Game) -> tuple[int, int]:
-    """Binary exponents bounding the largest ``a`` from above and the smallest positive ``a``."""
-    g64 = np.asarray(game.gains, dtype=np.float64)
-    if g64.shape[0] == 0:
-        return 0, 0
-    g_max = float(np.max(g64))
-    if game.losses is None:
-        top = math.frexp(g_max)[1] + math.frexp(1.0 + game.kernel_w)[1]
+def _top_exponent(game: Game) -> int:
+    """A binary exponent bounding the largest ``a = g + l`` from above (one max pass over
+    float64 gains; float32 gains cannot come near overflow, so they are not read)."""
+    if game.n == 0:
+        return 0
+    if game.gains.dtype == np.float32:
+        g_max = float(np.finfo(np.float32).max)
     else:
-        top = max(math.frexp(g_max)[1], math.frexp(float(np.max(game.losses)))[1]) + 1
+        g_max = float(np.max(game.gains))
+    if game.losses is None:
+        return math.frexp(g_max)[1] + math.frexp(1.0 + game.kernel_w)[1]
+    return max(math.frexp(g_max)[1], math.frexp(float(np.max(game.losses)))[1]) + 1
+
+
+def _bottom_exponent(game: Game) -> int:
+    """The binary exponent of the smallest positive ``a`` (only when ``1/a`` overflowed)."""
+    g64 = np.asarray(game.gains, dtype=np.float64)
     with np.errstate(over="ignore"):
         a = g64 + (game.losses if game.losses is not None else game.kernel_w * g64)
     positive = a[a > 0]
-    bottom = math.frexp(float(positive.min()))[1] if positive.shape[0] else 0
-    return top, bottom
+    return math.frexp(float(positive.min()))[1] if positive.shape[0] else 0
 
 
 def _rescaled(game: Game, e: int) -> Solution:
