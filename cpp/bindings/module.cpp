@@ -205,10 +205,13 @@ void bind_for(py::module_& m) {
         rad::BlockPhase ph;
         {
             py::gil_scoped_release nogil;
-            ph = rad::depround_blocks(n, offset, first_stream, key, threads, [&](std::int64_t i) {
-                const double gi = gp[i];
-                return rad::probability(gi, L.at(i, gi), P);
-            });
+            ph = rad::depround_blocks(
+                n, offset, first_stream, key, threads,
+                [&](std::int64_t i) {
+                    const double gi = gp[i];
+                    return rad::probability(gi, L.at(i, gi), P);
+                },
+                [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); });
         }
         py::array_t<std::int64_t> idx(ph.left.size());
         py::array_t<double> mass(ph.left.size());
@@ -259,10 +262,13 @@ void bind_for(py::module_& m) {
         std::vector<std::int64_t> out;
         {
             py::gil_scoped_release nogil;
-            out = rad::depround(n, b, key, threads, [&](std::int64_t i) {
-                const double gi = gp[i];
-                return rad::probability(gi, L.at(i, gi), P);
-            });
+            out = rad::depround(
+                n, b, key, threads,
+                [&](std::int64_t i) {
+                    const double gi = gp[i];
+                    return rad::probability(gi, L.at(i, gi), P);
+                },
+                [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); });
         }
         return to_array(std::move(out));
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("b"),

@@ -107,6 +107,159 @@ inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t b
     return {pick >= 0 ? base + pick : -1, len ? cum[len - 1] - k : 0.0};
 }
 
+// round_sequence without its three block-length arrays: one streaming pass keeps only the
+// chunk offsets O_c (and counts of positive items per chunk); a crossing, a pick or a mass
+// is then found by binary search over the chunk ends O_{c+1} and a recomputation of the
+// one chunk of kChunk items that holds it. The same M bits, the same decisions, the same
+// draws as round_sequence (tests compare every backend with the NumPy definition), with
+// 12 bytes of scratch per 8 items (96 KiB per block, in L2) and q read once per block.
+//
+// fill(i0, count, out) writes q of local items [i0, i0 + count) (vectorisable);
+// at(i) returns q of local item i (for the few chunks looked up again).
+template <class Fill, class At>
+Leftover round_chunked(std::int64_t len, std::int64_t base, Stream& rs, std::vector<std::int64_t>& taken, Fill&& fill,
+                       At&& at) {
+    if (len == 0) return {};
+    constexpr std::int64_t kSub = 256;  // items per fill call (a multiple of kChunk)
+    const std::int64_t nch = (len + kChunk - 1) / kChunk;
+    thread_local std::vector<double> off_buf;
+    thread_local std::vector<std::int32_t> pos_buf;
+    off_buf.resize(static_cast<size_t>(nch) + 1);
+    pos_buf.resize(static_cast<size_t>(nch) + 1);
+    double* O = off_buf.data();
+    std::int32_t* P = pos_buf.data();
+    O[0] = 0.0;
+    P[0] = 0;
+    double sub[kSub];
+    for (std::int64_t s0 = 0; s0 < len; s0 += kSub) {
+        const std::int64_t cnt = std::min(kSub, len - s0);
+        fill(s0, cnt, sub);
+        for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
+            const std::int64_t c1 = std::min(cnt, c0 + kChunk);
+            double local = 0.0;
+            std::int32_t pc = 0;
+            for (std::int64_t i = c0; i < c1; ++i) {
+                const double p = sub[i];
+                const bool certain = p >= kCertain;
+                if (certain) taken.push_back(base + s0 + i);
+                const double ms = (certain || !(p > 0.0)) ? 0.0 : p;
+                local += ms;
+                pc += ms > 0.0;
+            }
+            const std::int64_t c = (s0 + c0) / kChunk;
+            O[c + 1] = O[c] + local;
+            P[c + 1] = P[c] + pc;
+        }
+    }
+    // One chunk again: its masses and running sums (cum[i] = O_c + L_i).
+    double cm[kChunk], cc[kChunk];
+    std::int64_t loaded = -1, clen = 0;
+    auto load = [&](std::int64_t c) {
+        if (c == loaded) return;
+        loaded = c;
+        const std::int64_t lo = c * kChunk;
+        clen = std::min(kChunk, len - lo);
+        double local = 0.0;
+        for (std::int64_t j = 0; j < clen; ++j) {
+            const double p = at(lo + j);
+            cm[j] = (p >= kCertain || !(p > 0.0)) ? 0.0 : p;
+            local += cm[j];
+            cc[j] = O[c] + local;
+        }
+    };
+    auto cum = [&](std::int64_t i) {
+        load(i / kChunk);
+        return cc[i % kChunk];
+    };
+    auto mass = [&](std::int64_t i) {
+        load(i / kChunk);
+        return cm[i % kChunk];
+    };
+    // First i in [s, e) with cum[i] > x (strict) or >= x; e if none. cum is non-decreasing
+    // and the last item of chunk c has cum = O_{c+1}.
+    auto search = [&](std::int64_t s, std::int64_t e, double x, bool strict) -> std::int64_t {
+        if (s >= e) return e;
+        auto hit = [&](double v) { return strict ? v > x : v >= x; };
+        const std::int64_t cs = s / kChunk;
+        load(cs);
+        for (std::int64_t i = s; i < std::min(e, (cs + 1) * kChunk); ++i)
+            if (hit(cc[i - cs * kChunk])) return i;
+        const std::int64_t ce = (e - 1) / kChunk;  // chunk of the last item
+        if (ce <= cs) return e;
+        // Smallest chunk c in (cs, ce] whose end O_{c+1} hits; chunk ce may end past e.
+        std::int64_t lo = cs + 1, hi = ce + 1;
+        while (lo < hi) {
+            const std::int64_t mid = lo + (hi - lo) / 2;
+            if (hit(O[mid + 1])) hi = mid;
+            else lo = mid + 1;
+        }
+        if (lo > ce) return e;
+        load(lo);
+        for (std::int64_t i = lo * kChunk; i < std::min(e, lo * kChunk + clen); ++i)
+            if (hit(cc[i - lo * kChunk])) return i;
+        return e;
+    };
+    auto positives_before = [&](std::int64_t x) -> std::int64_t {
+        const std::int64_t c = x / kChunk;
+        std::int64_t r = P[c];
+        if (x % kChunk) {
+            load(c);
+            for (std::int64_t j = 0; j < x - c * kChunk; ++j) r += cm[j] > 0.0;
+        }
+        return r;
+    };
+    auto last_positive = [&](std::int64_t e) -> std::int64_t {  // one exists before e
+        std::int64_t i = e - 1;
+        for (;;) {
+            const std::int64_t c = i / kChunk;
+            if (P[c + 1] - P[c] > 0) {
+                load(c);
+                for (; i >= c * kChunk; --i)
+                    if (cm[i - c * kChunk] > 0.0) return i;
+            }
+            i = c * kChunk - 1;
+        }
+    };
+    auto resolve = [&](std::int64_t s, std::int64_t e, double k, double m_start, std::int64_t carry) {
+        if (positives_before(e) - positives_before(s) == 0) return carry;
+        double target = k + rs.next();
+        if (m_start > target) return carry;
+        std::int64_t i = search(s, e, target, true);
+        if (i < e) return i;
+        const double total = cum(e - 1) - k;
+        if (!(total > 0)) return carry;
+        target = k + rs.next() * total;
+        if (m_start > target) return carry;
+        i = search(s, e, target, true);
+        if (i < e) return i;
+        return last_positive(e);
+    };
+    double k = 0.0, m_start = 0.0;
+    std::int64_t start = 0, carry = -1;
+    for (;;) {
+        const std::int64_t j = search(start, len, k + 1.0, false);
+        if (j >= len) break;
+        const std::int64_t pick = resolve(start, j, k, m_start, carry);
+        const double held = (j > 0 ? cum(j - 1) : 0.0) - k;
+        const double alpha = 1.0 - held, beta = 1.0 - mass(j);
+        if (pick < 0) {
+            taken.push_back(base + j);
+            carry = -1;
+        } else if (rs.next() * (alpha + beta) < beta) {
+            taken.push_back(base + pick);
+            carry = j;
+        } else {
+            taken.push_back(base + j);
+            carry = pick;
+        }
+        k += 1.0;
+        m_start = cum(j);
+        start = j + 1;
+    }
+    const std::int64_t pick = resolve(start, len, k, m_start, carry);
+    return {pick >= 0 ? base + pick : -1, O[nch] - k};
+}
+
 // The block phase of DepRound on items [0, n) whose global indices start at `offset`:
 // block j is rounded on stream first_stream + j; taken global indices and each block's
 // leftover (in block order) are returned. A whole pool is one call with offset 0 and
@@ -116,9 +269,9 @@ struct BlockPhase {
     std::vector<Leftover> left;
 };
 
-template <class QFn>
+template <class QFn, class FillFn>
 BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
-                           int threads, QFn&& q) {
+                           int threads, QFn&& q, FillFn&& fill) {
     const std::int64_t nb = num_blocks(n);
     std::vector<std::vector<std::int64_t>> taken(static_cast<size_t>(nb));
     BlockPhase out;
@@ -126,11 +279,10 @@ BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t fi
     for_each_block(n, threads, [&](std::int64_t blk) {
         Stream rs(stream_state(key, first_stream + static_cast<std::uint64_t>(blk)));
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
-        thread_local std::vector<double> buf;  // the block's probabilities (vectorisable)
-        buf.resize(static_cast<size_t>(hi - lo));
-        double* bp = buf.data();
-        for (std::int64_t i = lo; i < hi; ++i) bp[i - lo] = q(i);
-        out.left[blk] = round_sequence(bp, hi - lo, offset + lo, rs, taken[blk]);
+        out.left[blk] = round_chunked(
+            hi - lo, offset + lo, rs, taken[blk],
+            [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); },
+            [&](std::int64_t i) { return q(lo + i); });
     });
     std::size_t total = 0;
     for (auto& t : taken) total += t.size();
@@ -142,11 +294,26 @@ BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t fi
     return out;
 }
 
+// q(i) for i in [i0, i0 + count): the default fill of the block pass.
+template <class QFn>
+auto fill_from(QFn& q) {
+    return [&q](std::int64_t i0, std::int64_t cnt, double* dst) {
+        for (std::int64_t j = 0; j < cnt; ++j) dst[j] = q(i0 + j);
+    };
+}
+
+template <class QFn>
+BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
+                           int threads, QFn&& q) {
+    return depround_blocks(n, offset, first_stream, key, threads, q, fill_from(q));
+}
+
 // Exactly b distinct indices (sorted) with inclusion probabilities q(i): blocks of kBlock
 // items rounded independently on stream `block`, leftovers merged in block order.
-template <class QFn>
-std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, QFn&& q) {
-    BlockPhase phase = depround_blocks(n, 0, 0, key, threads, q);
+template <class QFn, class FillFn>
+std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, QFn&& q,
+                                   FillFn&& fill) {
+    BlockPhase phase = depround_blocks(n, 0, 0, key, threads, q, fill);
     std::vector<std::int64_t> ids;
     std::vector<double> masses;
     for (const Leftover& l : phase.left)
@@ -166,6 +333,11 @@ std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t
         throw std::runtime_error("internal error: DepRound produced " + std::to_string(out.size()) +
                                  " indices for a budget of " + std::to_string(b));
     return out;
+}
+
+template <class QFn>
+std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, QFn&& q) {
+    return depround(n, b, key, threads, q, fill_from(q));
 }
 
 }  // namespace rad

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "rad/parallel.hpp"
@@ -41,6 +42,39 @@ inline double probability(double g, double l, const Params& p) {
     if (l < p.loss_cut) return 1.0;
     if (l == p.loss_cut) return cap + p.loss_frac * (1.0 - cap);
     return cap;
+}
+
+// probability() for items [i0, i0 + count) into out, branch-free so that it vectorises:
+// the same operations on the same operands (the division is evaluated for every item and
+// selected away where the cap is 1), hence the same bits.
+template <class T>
+void probability_fill(const T* g, Losses L, const Params& p, std::int64_t i0, std::int64_t count, double* out) {
+    const double nu = p.nu, gc = p.gain_cut, gf = p.gain_frac, lc = p.loss_cut, lf = p.loss_frac;
+    auto run = [&](auto has_losses) {
+        if (!p.fill_loss) {
+            for (std::int64_t j = 0; j < count; ++j) {
+                const double gi = g[i0 + j];
+                const double l = decltype(has_losses)::value ? L.values[i0 + j] : L.w * gi;
+                const double a = gi + l;
+                const double d = nu / a;
+                const double cap = (a <= nu) ? 1.0 : d;
+                const double part = gf * cap;
+                out[j] = gi > gc ? cap : (gi == gc ? part : 0.0);
+            }
+        } else {
+            for (std::int64_t j = 0; j < count; ++j) {
+                const double gi = g[i0 + j];
+                const double l = decltype(has_losses)::value ? L.values[i0 + j] : L.w * gi;
+                const double a = gi + l;
+                const double d = nu / a;
+                const double cap = (a <= nu) ? 1.0 : d;
+                const double with_loss = cap + lf * (1.0 - cap);
+                out[j] = l < lc ? 1.0 : (l == lc ? with_loss : cap);
+            }
+        }
+    };
+    if (L.values) run(std::true_type{});
+    else run(std::false_type{});
 }
 
 // Index of the first NaN, infinite or negative value, or -1.
