@@ -1,5 +1,6 @@
 """Tests of the ``rad verify`` command line (random instances vs the LP and the
-certificate; certifying a user's own ``.npy`` instance)."""
+certificate; certifying a user's own ``.npy`` instance; bad invocations) and of the
+harness behind it (``rad.verify.harness``)."""
 
 from __future__ import annotations
 
@@ -100,3 +101,112 @@ def test_console_entry_point_runs():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3/3 passed" in proc.stdout
+
+
+# --------------------------------------------------------------------------------------
+# Bad invocations: one line on stderr naming the flag, exit status 2, before any work.
+
+
+def _usage_error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("rad verify: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--m", "nan"], "--m"),
+        (["--m", "inf"], "--m"),
+        (["--m", "-1"], "--m"),
+        (["--m", "three"], "--m"),
+        (["--b", "-3"], "--b"),
+        (["--b", "1.5"], "--b"),
+        (["--w", "nan"], "--w"),
+        (["--threads", "0"], "--threads"),
+        (["--seed", "-1"], "--seed"),
+        (["--instances", "0"], "--instances"),
+        (["--max-n", "0"], "--max-n"),
+        (["--rtol", "-1e-9"], "--rtol"),
+        (["--method", "lp"], "--method"),
+        (["--backend", "fortran"], "--backend"),
+        (["--adversary", "/nonexistent/dir/x.npy"], "--adversary"),
+        (["--gains", "/nonexistent/g.npy", "--m", "1"], "--gains"),
+        (["--q", "/nonexistent/q.npy"], "--q"),
+        (["--losses", "/nonexistent/l.npy"], "--losses"),
+        (["--kinds", "uniform,nope"], "--kinds"),
+        (["--m", "3"], "--m"),  # a flag of the other mode
+        (["--adversary", "x.npy"], "--adversary"),
+    ],
+)
+def test_bad_invocations_are_one_line_exit_2(argv, flag, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = _usage_error(["verify", *argv], capsys)
+    assert flag in line
+    assert not (tmp_path / "x.npy").exists()
+
+
+def test_file_mode_usage_errors_name_the_problem(tmp_path, capsys):
+    g = tmp_path / "g.npy"
+    np.save(g, np.random.default_rng(0).random(10))
+    np.savez(tmp_path / "g.npz", g=np.ones(3))
+    np.save(tmp_path / "g2.npy", np.ones((2, 5)))
+    np.save(tmp_path / "q.npy", np.ones(4))
+    (tmp_path / "junk.npy").write_text("not an array")
+    cases = [
+        (["--gains", str(g)], "--m"),
+        (["--gains", str(g), "--m", "11"], "m (the teacher"),
+        (["--gains", str(g), "--m", "1", "--b", "11"], "b (the budget)"),
+        (["--gains", str(g), "--m", "1", "--seed", "3"], "--seed"),
+        (["--gains", str(g), "--m", "1", "--kinds", "uniform"], "--kinds"),
+        (["--gains", str(g), "--m", "1", "--q", str(tmp_path / "q.npy")], "q must have shape"),
+        (["--gains", str(tmp_path / "g.npz"), "--m", "1"], ".npz"),
+        (["--gains", str(tmp_path / "g2.npy"), "--m", "1"], "one-dimensional"),
+        (["--gains", str(tmp_path / "junk.npy"), "--m", "1"], "cannot read --gains"),
+        (["--gains", str(tmp_path), "--m", "1"], "directory"),
+    ]
+    for argv, words in cases:
+        assert words in _usage_error(["verify", *argv], capsys), argv
+
+
+def test_bad_adversary_path_fails_before_any_computation(tmp_path):
+    np.save(tmp_path / "g.npy", np.random.default_rng(0).random(100))
+    for argv in (
+        ["verify", "--adversary", "/nonexistent/x.npy"],
+        ["verify", "--gains", str(tmp_path / "g.npy"), "--m", "30", "--adversary", "/nonexistent/x.npy"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-c", "import sys; from rad.cli import main; sys.exit(main())", *argv],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stdout == ""  # no table, no header: nothing was computed
+        err = proc.stderr.strip().splitlines()
+        assert len(err) == 1 and "--adversary" in err[0] and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------------------
+# The harness behind the random mode.
+
+
+def test_harness_returns_rows_and_a_verdict():
+    from rad.verify import InstanceCheck, check_random_instances
+    from rad.verify.harness import INSTANCE_KINDS
+
+    seen = []
+    report = check_random_instances(9, kinds=INSTANCE_KINDS[:3], seed=5, max_n=8, on_check=seen.append)
+    assert report.passed and report.failures == 0 and report.with_lp
+    assert len(report.checks) == 9 and list(report.checks) == seen
+    assert all(isinstance(c, InstanceCheck) and c.passed for c in report.checks)
+    assert [c.instance.kind for c in report.checks] == list(INSTANCE_KINDS[:3]) * 3
+    again = check_random_instances(9, kinds=INSTANCE_KINDS[:3], seed=5, max_n=8)
+    assert [(c.lower, c.upper) for c in again.checks] == [(c.lower, c.upper) for c in report.checks]
+    with pytest.raises(ValueError, match="unknown kinds"):
+        check_random_instances(1, kinds=["nope"])
+    with pytest.raises(ValueError, match="instances"):
+        check_random_instances(0)

@@ -323,7 +323,7 @@ def test_size_guard():
 
 
 def test_losses_and_w_are_exclusive():
-    with pytest.raises(ValueError, match="losses or w"):
+    with pytest.raises(ValueError, match="either w .* or losses, not both"):
         lp_batch(np.ones(3), 1.0, 1, losses=np.ones(3), w=0.5)
 
 

@@ -24,6 +24,7 @@ from instances import instances
 import rad
 from rad.verify import Certificate, MarginalsCheck, certificate, depround_marginals, lp_oracle
 from rad.verify.game import adversary_value, sampler_value
+from rad.verify import selection
 from rad.verify.lp import lp_batch, lp_single_draw
 
 # The module (its name is shadowed by the function ``rad.verify.certificate``).
@@ -234,8 +235,8 @@ def test_select_top_matches_sorting(x, frac, chunk, collect):
     k = frac * x.shape[0]
     ranges = [(i, min(i + chunk, x.shape[0])) for i in range(0, x.shape[0], chunk)]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cert_mod, "_COLLECT", collect)
-        top = cert_mod._select_top(lambda lo, hi: x[lo:hi], ranges, k)
+        mp.setattr(selection, "COLLECT", collect)
+        top = selection.select_top(lambda lo, hi: x[lo:hi], ranges, k)
     ref = _top_ref(x, k)
     scale = float(np.abs(x).sum()) + 1.0
     # Exact up to summation order, except the cluster exit, which may only round up.
@@ -248,8 +249,8 @@ def test_select_top_cluster_exit_rounds_up():
     rng.shuffle(x)
     ranges = [(i, min(i + 1000, x.shape[0])) for i in range(0, x.shape[0], 1000)]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cert_mod, "_COLLECT", 10)
-        top = cert_mod._select_top(lambda lo, hi: x[lo:hi], ranges, 3000.5)
+        mp.setattr(selection, "COLLECT", 10)
+        top = selection.select_top(lambda lo, hi: x[lo:hi], ranges, 3000.5)
     ref = _top_ref(x, 3000.5)
     assert ref <= top.total <= ref + 3000.5 * 64 * 2.3e-16
 
@@ -267,8 +268,8 @@ def test_weighted_select_matches_sorting(data, wts, chunk):
     k = wts.draw(st.floats(1e-9, 1.0)) * float(w.sum())
     ranges = [(i, min(i + chunk, n)) for i in range(0, n, chunk)]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cert_mod, "_COLLECT", 2)
-        cut = cert_mod._wselect(lambda lo, hi: (data[lo:hi], w[lo:hi], [w[lo:hi] * data[lo:hi]]), ranges, k, 1)
+        mp.setattr(selection, "COLLECT", 2)
+        cut = selection.weighted_select(lambda lo, hi: (data[lo:hi], w[lo:hi], [w[lo:hi] * data[lo:hi]]), ranges, k, 1)
     # Reference: the threshold t with W(x > t) < k <= W(x >= t), among positive weights.
     pos = w > 0
     above = lambda t: float(w[pos & (data > t)].sum())  # noqa: E731

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
-from typing import Sequence
+from typing import Callable, NoReturn, Sequence
 
 import numpy as np
 
@@ -103,116 +104,157 @@ def _experiment(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
-_VERIFY_KINDS = ("uniform", "ties", "zeros", "equal", "heavy", "span", "losses")
+# ------------------------------------------------------------------------ rad verify
 
 
-def _verify_instance(rng: np.random.Generator, kind: str, max_n: int):
-    """A random game instance of the given family: ``(gains, losses, m, b)``."""
-    n = int(rng.integers(1, max_n + 1))
-    losses = None
-    if kind == "uniform":
-        g = rng.random(n)
-    elif kind == "ties":
-        g = rng.choice([0.0, 0.25, 0.5, 1.0, 3.0], n)
-    elif kind == "zeros":
-        g = np.where(rng.random(n) < 0.4, 0.0, rng.random(n))
-    elif kind == "equal":
-        g = np.full(n, float(rng.choice([0.0, 1.0, 10.0 ** rng.uniform(-6, 6)])))
-    elif kind == "heavy":
-        g = rng.lognormal(0.0, 2.0, n) if rng.random() < 0.5 else rng.pareto(1.0, n)
-        g = np.minimum(g, 1e6)
-    elif kind == "span":
-        g = 10.0 ** rng.uniform(-6, 6, n)
-    else:  # general losses, not proportional to the gains
-        g = rng.random(n) if rng.random() < 0.5 else rng.choice([0.0, 0.5, 1.0], n)
-        losses = rng.choice([0.0, 0.5, 1.0], n) if rng.random() < 0.5 else 2 * rng.random(n)
-    m_kind = rng.integers(0, 6)
-    m = [0.0, float(n), float(rng.integers(0, n + 1)), float(rng.uniform(0, n)),
-         max(float(n) - 1e-3, 0.0), float(rng.uniform(0, 0.5 * n))][m_kind]
-    b = int(rng.choice([0, 1, min(2, n), max(n - 1, 0), n, int(rng.integers(0, n + 1))]))
-    return g, losses, m, b
+class _VerifyUsageError(SystemExit):
+    """A bad ``rad verify`` invocation: one line on stderr, exit status 2.
+
+    ``str(exc)`` is the message (for callers of :func:`main`); ``exc.code`` is 2.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.code = 2
+
+
+def _verify_usage_error(message: str) -> NoReturn:
+    """Print ``rad verify: error: <message>`` (one line) and exit with status 2."""
+    message = " ".join(str(message).split())
+    print(f"rad verify: error: {message}", file=sys.stderr)
+    raise _VerifyUsageError(message)
+
+
+def _verify_parser_error(message: str) -> NoReturn:
+    """The ``verify`` subparser's ``error``: argparse's message on one line, no usage."""
+    _verify_usage_error(f"{message} (see rad verify --help)")
+
+
+def _number_at_least(least: float) -> Callable[[str], float]:
+    """argparse type: a finite float ``>= least``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or value < least:
+            raise argparse.ArgumentTypeError(f"must be a finite number >= {least:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _integer_at_least(least: int) -> Callable[[str], int]:
+    """argparse type: an integer ``>= least``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {least}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _readable_file(text: str) -> str:
+    """argparse type: an existing, readable file (checked before any computation)."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}: no such file")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}: it is a directory")
+    if not os.access(text, os.R_OK):
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}: permission denied")
+    return text
+
+
+def _writable_npy(text: str) -> str:
+    """argparse type: a ``.npy`` path that can be written (``numpy.save`` adds ``.npy``)."""
+    path = text if text.endswith(".npy") else text + ".npy"
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"cannot write {path!r}: it is a directory")
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"cannot write {path!r}: no such directory {folder!r}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {path!r}: permission denied")
+    return path
+
+
+#: Flags of the two modes, with their defaults: certifying a pool (--gains) and the
+#: random instances (no --gains). A flag of the other mode is a usage error.
+_VERIFY_FILE_FLAGS = {"m": None, "b": 1, "w": None, "losses": None, "q": None, "adversary": None}
+_VERIFY_RANDOM_FLAGS = {"instances": 50, "seed": 0, "max_n": 30, "kinds": None}
+
+
+def _verify_load(path: str, flag: str) -> np.ndarray:
+    """One array from a ``.npy`` file, memory-mapped."""
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        _verify_usage_error(f"cannot read {flag} from {path!r}: {exc}")
+    if not isinstance(arr, np.ndarray):  # an .npz archive
+        arr.close()
+        _verify_usage_error(f"{flag} {path!r} is an .npz archive; save one array with numpy.save")
+    return arr
 
 
 def _verify_random(args: argparse.Namespace) -> int:
-    import warnings
+    from rad.verify import lp
+    from rad.verify.harness import INSTANCE_KINDS, InstanceCheck, check_random_instances
 
-    from rad._solve.solution import NetHarmWarning
-    from rad.verify.certificate import certificate
-
-    try:
-        from rad.verify.lp import lp_batch
-    except ImportError:  # SciPy missing: certificate only
-        lp_batch = None
-    kinds = _VERIFY_KINDS if args.kinds is None else tuple(k.strip() for k in args.kinds.split(","))
-    bad_kind = [k for k in kinds if k not in _VERIFY_KINDS]
+    kinds = INSTANCE_KINDS if args.kinds is None else tuple(k.strip() for k in args.kinds.split(","))
+    bad_kind = [k for k in kinds if k not in INSTANCE_KINDS]
     if bad_kind:
-        raise SystemExit(f"rad verify: unknown --kinds {bad_kind}; choose from {', '.join(_VERIFY_KINDS)}")
-    if args.instances < 1 or args.max_n < 1:
-        raise SystemExit("rad verify: --instances and --max-n must be >= 1")
-    rng = np.random.default_rng(args.seed)
-    head = f"{'#':>4} {'kind':<8} {'n':>4} {'m':>9} {'b':>4} {'LP value':>14} {'lower':>14} {'upper':>14} {'rel gap':>9}  status"
+        _verify_usage_error(f"unknown --kinds {bad_kind}; choose from {', '.join(INSTANCE_KINDS)}")
+    head = (f"{'#':>4} {'kind':<8} {'n':>4} {'m':>9} {'b':>4} {'LP value':>14} {'lower':>14} "
+            f"{'upper':>14} {'rel gap':>9}  status")
     print(f"rad verify: {args.instances} random instances (seed {args.seed}, n <= {args.max_n}), "
-          f"certificate vs {'the LP oracle (HiGHS)' if lp_batch else 'itself (SciPy missing: no LP)'}")
+          f"certificate vs "
+          f"{'the LP oracle (HiGHS)' if lp.SCIPY_AVAILABLE else 'itself (SciPy missing: no LP)'}")
     print(head)
     print("-" * len(head))
-    failures = 0
-    t0 = time.perf_counter()
-    for i in range(args.instances):
-        kind = kinds[i % len(kinds)]
-        g, losses, m, b = _verify_instance(rng, kind, args.max_n)
-        notes = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NetHarmWarning)
-            try:
-                cert = certificate(g, m, b, losses=losses, rtol=args.rtol, method=args.method,
-                                   backend=args.backend)
-            except Exception as exc:  # a crash is a failure, reported and counted
-                print(f"{i:>4} {kind:<8} {g.shape[0]:>4} {m:>9.3f} {b:>4}  ERROR {type(exc).__name__}: {exc}")
-                failures += 1
-                continue
-        lp_value = math.nan
-        if lp_batch is not None:
-            try:
-                lp_value = lp_batch(g, m, b, losses=losses).value
-            except RuntimeError as exc:  # HiGHS gave up: say so, count it
-                notes.append(f"LP error: {exc}")
-                lp_value = math.nan
-        if lp_batch is not None and not notes:
-            a_max = float(np.max(g + (losses if losses is not None else (1 - m / g.shape[0]) * g)))
-            tol = 1e-8 * abs(lp_value) + 1e-9 * a_max + 1e-30
-            # The adversary is refined only until the gap is within rtol * scale.
-            if not abs(cert.upper - lp_value) <= max(tol, args.rtol * cert.scale):
-                notes.append("upper != LP")
-            if not abs(cert.lower - lp_value) <= max(tol, args.rtol * cert.scale):
-                notes.append("lower != LP")
-        if not cert.optimal:
-            notes.append("gap")
-        ok = not notes
-        failures += not ok
-        status = "ok" if ok else "FAIL (" + ", ".join(notes) + ")"
-        print(f"{i:>4} {kind:<8} {g.shape[0]:>4} {m:>9.3f} {b:>4} {lp_value:>14.7g} {cert.lower:>14.7g} "
-              f"{cert.upper:>14.7g} {cert.rel_gap:>9.1e}  {status}")
+
+    def row(check: InstanceCheck) -> None:
+        inst = check.instance
+        first = f"{check.index:>4} {inst.kind:<8} {inst.n:>4} {inst.m:>9.3f} {inst.b:>4}"
+        if check.error is not None:
+            print(f"{first}  ERROR {check.error}")
+            return
+        status = "ok" if check.passed else "FAIL (" + ", ".join(check.failures) + ")"
+        print(f"{first} {check.lp_value:>14.7g} {check.lower:>14.7g} {check.upper:>14.7g} "
+              f"{check.rel_gap:>9.1e}  {status}")
+
+    report = check_random_instances(
+        args.instances, kinds=kinds, seed=args.seed, max_n=args.max_n, rtol=args.rtol,
+        method=args.method, backend=args.backend, threads=args.threads, on_check=row)
     print("-" * len(head))
-    print(f"{args.instances - failures}/{args.instances} passed in {time.perf_counter() - t0:.1f} s"
+    failures = report.failures
+    print(f"{args.instances - failures}/{args.instances} passed in {report.seconds:.1f} s"
           + ("" if not failures else f"; {failures} FAILED"))
     return 1 if failures else 0
 
 
 def _verify_file(args: argparse.Namespace) -> int:
+    from rad._solve.validation import check_budget, check_mistakes
     from rad.verify.certificate import certificate
 
-    def load(path: str, what: str) -> np.ndarray:
-        try:
-            return np.load(path, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise SystemExit(f"rad verify: cannot read {what} from {path!r}: {exc}")
-
     if args.m is None:
-        raise SystemExit("rad verify: --gains needs --m (the teacher's mistakes in the pool)")
-    gains = load(args.gains, "--gains")
-    losses = load(args.losses, "--losses") if args.losses else None
-    q = load(args.q, "--q") if args.q else None
+        _verify_usage_error("--gains needs --m (the teacher's mistakes in the pool)")
+    gains = _verify_load(args.gains, "--gains")
+    losses = _verify_load(args.losses, "--losses") if args.losses else None
+    q = _verify_load(args.q, "--q") if args.q else None
     n = gains.shape[0] if gains.ndim else 0
+    try:  # the cheap checks, before the header (the certificate repeats them all)
+        if gains.ndim != 1:
+            raise ValueError(f"gains must be one-dimensional, got shape {gains.shape}")
+        check_mistakes(args.m, n)
+        check_budget(args.b, n)
+    except (ValueError, TypeError) as exc:
+        _verify_usage_error(f"{args.gains}: {exc}")
     print(f"rad verify: {args.gains}: n={n:,} {gains.dtype}, m={args.m:,.6g}, b={args.b:,}"
           + (f", losses from {args.losses}" if losses is not None else f", w={'1 - m/n' if args.w is None else args.w}")
           + (f", q from {args.q}" if q is not None else ", q from rad.solve"))
@@ -220,8 +262,8 @@ def _verify_file(args: argparse.Namespace) -> int:
         cert = certificate(gains, args.m, args.b, w=args.w, losses=losses, solution=q, rtol=args.rtol,
                            return_adversary=args.adversary is not None, method=args.method,
                            backend=args.backend, threads=args.threads)
-    except (ValueError, TypeError) as exc:
-        raise SystemExit(f"rad verify: {exc}")
+    except (ValueError, TypeError) as exc:  # the instance's checks run before any computation
+        _verify_usage_error(str(exc))
     print(f"  lower bound (q vs worst mistakes)    = {cert.lower:.17g}")
     print(f"  upper bound (adversary vs best batch) = {cert.upper:.17g}")
     if not math.isnan(cert.value):
@@ -230,13 +272,34 @@ def _verify_file(args: argparse.Namespace) -> int:
     print(f"  sum q - b = {cert.q_sum - cert.b:.2e}, sum u - m = {cert.u_sum - cert.m:.2e}, "
           f"adversary: {cert.adversary_method}, backend: {cert.backend}, time: {cert.seconds:.2f} s")
     if args.adversary is not None:
-        np.save(args.adversary, cert.adversary)
+        try:
+            np.save(args.adversary, cert.adversary)
+        except OSError as exc:
+            _verify_usage_error(f"cannot write --adversary {args.adversary!r}: {exc}")
         print(f"  adversary c = 1 - u written to {args.adversary}")
     print(("OPTIMAL: certified to rtol=" if cert.optimal else "NOT CERTIFIED at rtol=") + f"{cert.rtol:g}")
     return 0 if cert.optimal else 1
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from rad._backends import get_backend
+
+    mode, other = (
+        (_VERIFY_FILE_FLAGS, _VERIFY_RANDOM_FLAGS) if args.gains else (_VERIFY_RANDOM_FLAGS, _VERIFY_FILE_FLAGS)
+    )
+    for name in other:
+        if getattr(args, name) is not None:
+            flag = "--" + name.replace("_", "-")
+            _verify_usage_error(
+                f"{flag} applies only with --gains (certifying your own pool)" if args.gains is None
+                else f"{flag} applies only to the random instances (without --gains)")
+    for name, default in mode.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    try:  # a backend that is not built is a usage error, before any computation
+        get_backend(args.backend)
+    except (ImportError, ValueError) as exc:
+        _verify_usage_error(f"argument --backend: {exc}")
     return _verify_file(args) if args.gains else _verify_random(args)
 
 
@@ -256,23 +319,31 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser(
         "verify",
         help="check optimality: random instances against the LP and the certificate, or "
-        "certify your own pool (--gains FILE.npy --m M --b B); exit 1 on any failure")
-    ver.add_argument("--gains", help=".npy file of gains (memory-mapped): certify this instance")
-    ver.add_argument("--m", type=float, help="teacher mistakes in the pool (with --gains)")
-    ver.add_argument("--b", type=int, default=1, help="batch size (with --gains; default 1)")
-    ver.add_argument("--w", type=float, default=None, help="RAD loss weight (default 1 - m/n)")
-    ver.add_argument("--losses", help=".npy file of general losses instead of w * gains")
-    ver.add_argument("--q", help=".npy file of probabilities to certify instead of rad.solve's")
-    ver.add_argument("--adversary", metavar="OUT.npy", help="write the adversary c = 1 - u here")
-    ver.add_argument("--instances", type=int, default=50, help="random instances (default 50)")
-    ver.add_argument("--seed", type=int, default=0, help="seed of the random instances")
-    ver.add_argument("--max-n", dest="max_n", type=int, default=30, help="largest random pool")
-    ver.add_argument("--kinds", help="comma-separated families: " + ",".join(_VERIFY_KINDS))
+        "certify your own pool (--gains FILE.npy --m M --b B); exit 1 on any failure, "
+        "2 on a bad invocation")
+    ver.error = _verify_parser_error  # type: ignore[method-assign]  # one line, exit 2
+    ver.add_argument("--gains", type=_readable_file,
+                     help=".npy file of gains (memory-mapped): certify this instance")
+    ver.add_argument("--m", type=_number_at_least(0), help="teacher mistakes in the pool (with --gains)")
+    ver.add_argument("--b", type=_integer_at_least(0), help="batch size (with --gains; default 1)")
+    ver.add_argument("--w", type=_number_at_least(0), help="RAD loss weight (default 1 - m/n)")
+    ver.add_argument("--losses", type=_readable_file,
+                     help=".npy file of general losses instead of w * gains")
+    ver.add_argument("--q", type=_readable_file,
+                     help=".npy file of probabilities to certify instead of rad.solve's")
+    ver.add_argument("--adversary", metavar="OUT.npy", type=_writable_npy,
+                     help="write the adversary c = 1 - u here (with --gains)")
+    ver.add_argument("--instances", type=_integer_at_least(1), help="random instances (default 50)")
+    ver.add_argument("--seed", type=_integer_at_least(0), help="seed of the random instances (default 0)")
+    ver.add_argument("--max-n", dest="max_n", type=_integer_at_least(1),
+                     help="largest random pool (default 30)")
+    ver.add_argument("--kinds", help="comma-separated families: uniform,ties,zeros,equal,heavy,"
+                     "span,losses (rad.verify.harness.INSTANCE_KINDS; default all)")
     ver.add_argument("--method", default="auto", choices=["auto", "saddle", "search"],
                      help="how the certificate builds its adversary (default auto)")
-    ver.add_argument("--rtol", type=float, default=1e-9, help="relative gap tolerance")
+    ver.add_argument("--rtol", type=_number_at_least(0), default=1e-9, help="relative gap tolerance")
     ver.add_argument("--backend", default="auto", choices=["auto", "cpp", "numba", "numpy"])
-    ver.add_argument("--threads", type=int, default=None)
+    ver.add_argument("--threads", type=_integer_at_least(1), default=None)
     ver.set_defaults(func=_verify)
     exp = sub.add_parser(
         "experiment",

@@ -1,4 +1,4 @@
-"""Exact best responses in the robust-distillation game (DESIGN §1).
+"""Exact best responses in the robust-distillation game (docs/design.md §1).
 
 The batch game is
 
@@ -20,54 +20,45 @@ they favour exactness (sorted, compensated sums) over speed; each is O(n log n).
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from rad._backends import numpy_backend
+from rad._solve.validation import (
+    as_float_vector,
+    check_budget,
+    check_losses_or_w,
+    check_mistakes,
+    check_values,
+)
+
 __all__ = ["adversary_response", "adversary_value", "sampler_value"]
-
-
-def _vector(x: ArrayLike, name: str, n: int | None = None) -> NDArray[np.float64]:
-    """Return ``x`` as a finite 1-D float64 array, checking its length against ``n``."""
-    arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
-    if n is not None and arr.shape[0] != n:
-        raise ValueError(f"{name} has length {arr.shape[0]}, expected {n} (the length of gains)")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf")
-    return arr
 
 
 def _game_arrays(
     gains: ArrayLike, losses: ArrayLike
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    g = _vector(gains, "gains")
-    lo = _vector(losses, "losses", g.shape[0])
-    if np.any(g < 0):
-        raise ValueError("gains must be non-negative")
-    if np.any(lo < 0):
-        raise ValueError("losses must be non-negative")
-    return g, lo
+    """``gains`` and ``losses`` as float64, checked as by every ``rad`` entry point."""
+    g = as_float_vector(gains, "gains")
+    check_values(g, "gains", numpy_backend.first_invalid)
+    if losses is None:
+        raise TypeError("losses is required (RAD losses are w * gains)")
+    lo, _ = check_losses_or_w(losses, None, g, numpy_backend.first_invalid)
+    assert lo is not None
+    return np.asarray(g, dtype=np.float64), lo
 
 
-def _check_m(m: float, n: int) -> float:
-    if isinstance(m, bool) or not isinstance(m, numbers.Real):
-        raise TypeError(f"m must be a real number, got {type(m).__name__}")
-    mf = float(m)
-    if not (0.0 <= mf <= n):  # also rejects NaN
-        raise ValueError(f"m must lie in [0, n] = [0, {n}], got {m!r}")
-    return mf
-
-
-def _check_b(b: int, n: int) -> int:
-    if isinstance(b, bool) or not isinstance(b, numbers.Integral):
-        raise TypeError(f"b must be an integer, got {type(b).__name__}")
-    bi = int(b)
-    if not (0 <= bi <= n):
-        raise ValueError(f"b must lie in [0, n] = [0, {n}], got {b!r}")
-    return bi
+def _strategy(x: ArrayLike, name: str, n: int) -> NDArray[np.float64]:
+    """A player's vector (``q`` or ``c``): 1-D, length ``n``, finite (any sign)."""
+    arr = np.asarray(as_float_vector(x, name), dtype=np.float64)
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has length {arr.shape[0]}, expected {n} (the length of gains)")
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.shape[0]:
+        i = int(bad[0])
+        raise ValueError(f"{name} must be finite; {name}[{i}] = {arr[i]!r}")
+    return arr
 
 
 def _mistake_order(scores: NDArray[np.float64]) -> NDArray[np.intp]:
@@ -82,7 +73,7 @@ def adversary_response(
 
     The adversary minimises ``sum_i q_i g_i - sum_i u_i q_i a_i`` over ``u in [0,1]^n``
     with ``sum u = m``: it places one unit of mistake on each of the ``floor(m)`` largest
-    ``q_i a_i`` and the fractional part of ``m`` on the next one (DESIGN §1). Ties are broken
+    ``q_i a_i`` and the fractional part of ``m`` on the next one (docs/design.md §1). Ties are broken
     by index.
 
     Parameters
@@ -109,8 +100,8 @@ def adversary_response(
     """
     g, lo = _game_arrays(gains, losses)
     n = g.shape[0]
-    qv = _vector(q, "q", n)
-    mf = _check_m(m, n)
+    qv = _strategy(q, "q", n)
+    mf = check_mistakes(m, n)
     order = _mistake_order(qv * (g + lo))
     k = int(math.floor(mf))
     u = np.zeros(n, dtype=np.float64)
@@ -125,7 +116,7 @@ def adversary_value(q: ArrayLike, gains: ArrayLike, m: float, *, losses: ArrayLi
     """Return the payoff ``q`` guarantees against a best-responding adversary.
 
     ``value(q) = sum_i q_i g_i - (sum of the m largest q_i a_i)``, with the fractional part
-    of a non-integer ``m`` applied to the ``(floor(m)+1)``-th largest term (DESIGN §1). For
+    of a non-integer ``m`` applied to the ``(floor(m)+1)``-th largest term (docs/design.md §1). For
     a feasible ``q`` (entries in ``[0,1]``, sum ``b``) this is a lower bound on the game
     value, attained exactly by an optimal ``q``.
 
@@ -153,8 +144,8 @@ def adversary_value(q: ArrayLike, gains: ArrayLike, m: float, *, losses: ArrayLi
     """
     g, lo = _game_arrays(gains, losses)
     n = g.shape[0]
-    qv = _vector(q, "q", n)
-    mf = _check_m(m, n)
+    qv = _strategy(q, "q", n)
+    mf = check_mistakes(m, n)
     scores = np.sort(qv * (g + lo))[::-1]
     k = int(math.floor(mf))
     terms = [float(x) for x in qv * g]
@@ -169,7 +160,7 @@ def sampler_value(c: ArrayLike, gains: ArrayLike, b: int, *, losses: ArrayLike) 
     """Return the best payoff of a sampler of ``b`` points against the adversary ``c``.
 
     For fixed ``c`` the payoff ``sum_i q_i (c_i a_i - l_i)`` is linear in ``q``, maximised
-    over ``q in [0,1]^n, sum q = b`` by the ``b`` largest ``c_i a_i - l_i`` (DESIGN §1,
+    over ``q in [0,1]^n, sum q = b`` by the ``b`` largest ``c_i a_i - l_i`` (docs/design.md §1,
     Certificate). For a feasible ``c`` (entries in ``[0,1]``, sum ``n - m``) this is an
     upper bound on the game value, attained exactly by an equilibrium ``c``.
 
@@ -199,8 +190,8 @@ def sampler_value(c: ArrayLike, gains: ArrayLike, b: int, *, losses: ArrayLike) 
     """
     g, lo = _game_arrays(gains, losses)
     n = g.shape[0]
-    cv = _vector(c, "c", n)
-    bi = _check_b(b, n)
+    cv = _strategy(c, "c", n)
+    bi = check_budget(b, n)
     payoff = cv * (g + lo) - lo
     top = np.sort(payoff)[::-1][:bi]
     return math.fsum(float(x) for x in top)

@@ -1,4 +1,4 @@
-"""Linear-programming oracle for the robust-distillation game (DESIGN §1).
+"""Linear-programming oracle for the robust-distillation game (docs/design.md §1).
 
 A slow, independent reference for the solver. The batch game
 
@@ -33,15 +33,28 @@ pools are checked by :mod:`rad.verify.certificate` instead.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
-from scipy.optimize import OptimizeResult, linprog
 
-__all__ = ["LPSolution", "lp_batch", "lp_single_draw"]
+from rad._solve.game import resolve_game
+
+try:  # SciPy is the [verify] extra: without it this module imports, and its LPs say so
+    from scipy import sparse
+    from scipy.optimize import linprog
+except ImportError:  # pragma: no cover - exercised only without SciPy
+    sparse = linprog = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from scipy.optimize import OptimizeResult
+
+__all__ = ["LPSolution", "SCIPY_AVAILABLE", "lp_batch", "lp_oracle", "lp_single_draw"]
+
+#: Whether SciPy (HiGHS) is installed; without it every LP raises an ``ImportError``
+#: that says how to install it.
+SCIPY_AVAILABLE = linprog is not None
 
 #: HiGHS options: the tightest feasibility tolerances it accepts (1e-10; smaller values are
 #: rejected with "Invalid option value") and a tight IPM optimality tolerance (1e-12; the
@@ -105,46 +118,17 @@ class LPSolution:
 def _resolve(
     gains: ArrayLike, m: float, b: int, losses: ArrayLike | None, w: float | None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], float, int]:
-    """Validate the inputs and return ``(g, l, m, b)`` as float64 arrays and scalars."""
-    g = np.asarray(gains, dtype=np.float64)
-    if g.ndim != 1:
-        raise ValueError(f"gains must be a 1-D array, got shape {g.shape}")
-    n = g.shape[0]
-    if n == 0:
-        raise ValueError("gains must be non-empty")
-    if not np.all(np.isfinite(g)):
-        raise ValueError("gains contains NaN or inf")
-    if np.any(g < 0):
-        raise ValueError("gains must be non-negative")
+    """Validate the inputs and return ``(g, l, m, b)`` as float64 arrays and scalars.
 
-    if isinstance(m, bool) or not isinstance(m, numbers.Real):
-        raise TypeError(f"m must be a real number, got {type(m).__name__}")
-    mf = float(m)
-    if not (0.0 <= mf <= n):
-        raise ValueError(f"m must lie in [0, n] = [0, {n}], got {m!r}")
-    if isinstance(b, bool) or not isinstance(b, numbers.Integral):
-        raise TypeError(f"b must be an integer, got {type(b).__name__}")
-    bi = int(b)
-    if not (0 <= bi <= n):
-        raise ValueError(f"b must lie in [0, n] = [0, {n}], got {b!r}")
-
-    if losses is not None and w is not None:
-        raise ValueError("give either losses or w, not both (w defines RAD losses w * gains)")
-    if losses is None:
-        # RAD losses l = w g, default w = 1 - m/n (DESIGN §1).
-        wf = 1.0 - mf / n if w is None else float(w)
-        if not (math.isfinite(wf) and wf >= 0.0):
-            raise ValueError(f"w must be finite and non-negative, got {w!r}")
-        lo = wf * g
-    else:
-        lo = np.asarray(losses, dtype=np.float64)
-        if lo.ndim != 1 or lo.shape[0] != n:
-            raise ValueError(f"losses must have shape ({n},) like gains, got {lo.shape}")
-        if not np.all(np.isfinite(lo)):
-            raise ValueError("losses contains NaN or inf")
-        if np.any(lo < 0):
-            raise ValueError("losses must be non-negative")
-    return g, lo, mf, bi
+    The checks, their messages and the default ``w = 1 - m/n`` are those of every ``rad``
+    entry point (:func:`rad._solve.game.resolve_game`); the NumPy kernels check the gains'
+    values, so the oracle stays independent of the compiled ones.
+    """
+    game = resolve_game(gains, m, b, w=w, losses=losses, backend="numpy", threads=1)
+    game = game.with_values_checked()
+    g = np.asarray(game.gains, dtype=np.float64)
+    lo = game.losses if game.losses is not None else game.w * g
+    return g, lo, game.m, game.b
 
 
 #: Largest ratio max(a) / min(a > 0) accepted. After scaling by the geometric mean every
@@ -219,7 +203,7 @@ def lp_batch(
     Notes
     -----
     Two LPs are solved (module docstring): the sampler's LP, adversary dualised with
-    ``nu`` and ``s`` (DESIGN §1), gives ``value`` and ``q``::
+    ``nu`` and ``s`` (docs/design.md §1), gives ``value`` and ``q``::
 
         max  g.q - m nu - sum(s)
         s.t. a_i q_i - nu - s_i <= 0,  0 <= q <= 1,  sum(q) = b,  s >= 0,  nu free,
@@ -240,6 +224,7 @@ def lp_batch(
     2e-10); the HiGHS tolerances (1e-10) bound the error to roughly
     ``n * 1e-10 * max(a)``.
     """
+    _require_scipy()
     g, lo, mf, bi = _resolve(gains, m, b, losses, w)
     n = g.shape[0]
     if n > max_n:
@@ -296,6 +281,15 @@ def lp_batch(
     if notes:
         status += " [solved after fallbacks; " + "; ".join(notes) + "]"
     return LPSolution(value=value, probabilities=q, adversary=1.0 - u, status=status)
+
+
+def _require_scipy() -> None:
+    """Raise ``ImportError`` naming the install when SciPy is missing."""
+    if linprog is None:
+        raise ImportError(
+            "rad.verify.lp_oracle needs SciPy (HiGHS): pip install scipy, or install the "
+            "[verify] extra of robust-active-distillation"
+        )
 
 
 def _solve(
@@ -362,3 +356,64 @@ def lp_single_draw(
         As :func:`lp_batch`.
     """
     return lp_batch(gains, m, 1, losses=losses, w=w, max_n=max_n)
+
+
+def lp_oracle(
+    gains: ArrayLike,
+    m: float,
+    b: int = 1,
+    *,
+    w: float | None = None,
+    losses: ArrayLike | None = None,
+    max_n: int = 2000,
+) -> LPSolution:
+    """Solve the single-draw (``b = 1``) or batch game as a linear program (HiGHS).
+
+    The slow, independent reference: the sampler's LP (the adversary dualised with a
+    water level ``nu``) gives the value and an optimal ``q``; its dual, the adversary's
+    LP, gives an equilibrium ``c`` (module docstring: both formulations). With
+    ``b = 1`` this is the paper's single-draw game of Theorem 1 (``q <= 1`` is then
+    implied). Use it to cross-check :func:`rad.solve` and :func:`rad.verify.certificate`
+    on small pools; use :func:`rad.verify.certificate` at scale.
+
+    Parameters
+    ----------
+    gains : array_like, shape (n,)
+        Non-negative, finite gains; ``1 <= n <= max_n``.
+    m : float
+        Teacher mistakes, ``0 <= m <= n``.
+    b : int, default 1
+        Batch size, ``0 <= b <= n``.
+    w : float, optional
+        RAD loss weight (losses ``w * gains``), default ``1 - m/n``.
+    losses : array_like, optional
+        General losses instead of ``w * gains``.
+    max_n : int, default 2000
+        Size guard: the LPs have ``2n + 1`` variables and are solved as general LPs
+        (superlinear time), so larger pools are refused with a ``ValueError`` that points
+        to :func:`rad.verify.certificate`. Raise it deliberately if you accept the cost.
+
+    Returns
+    -------
+    LPSolution
+        ``value``, ``probabilities`` (an optimal ``q``), ``adversary`` (an equilibrium
+        ``c``) and HiGHS's ``status``.
+
+    Raises
+    ------
+    ImportError
+        If SciPy is not installed (``pip install scipy`` or the ``[verify]`` extra).
+    ValueError, TypeError, RuntimeError
+        As :func:`lp_batch` (invalid input, ``n > max_n``, a dynamic range
+        of ``a`` above 1e18, or HiGHS failing).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rad.verify import lp_oracle
+    >>> sol = lp_oracle(np.array([3.0, 2.0, 1.0]), m=1.0, w=0.0)
+    >>> round(sol.value, 9)  # Theorem 1: max_k (k - m) / H_k, reached at k = 2
+    1.2
+    """
+    _require_scipy()
+    return lp_batch(gains, m, b, losses=losses, w=w, max_n=max_n)
