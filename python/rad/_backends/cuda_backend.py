@@ -611,13 +611,36 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
     return _radix.bracket_resolve(res, ulo, uhi, sh, nbits, float(m), gather, fallback)
 
 
+#: Points in the device's bracket sample (runs of 64): a quarter of the CPU's, since the
+#: host sorts it while the GPU waits (the bracket only steers speed, never the answer).
+_SAMPLE = 1 << 14
+
+
+def _sample_bracket(gains, losses, w, m):
+    """The bracket of :func:`rad._backends.radix_select.sample_bracket`, from 2^14 points.
+
+    The strided sample is gathered on the device and scanned as a pool of its own with
+    ``m`` scaled by ``sample / n`` (the same test as scaling its sums by ``n / sample``).
+    """
+    n = gains.shape[0]
+    if n <= _SAMPLE:
+        idx = np.arange(n)
+    else:
+        runs = _SAMPLE // _radix.SAMPLE_RUN
+        starts = (n - _radix.SAMPLE_RUN) // (runs - 1) * np.arange(runs)
+        idx = (starts[:, None] + np.arange(_radix.SAMPLE_RUN)[None, :]).ravel()
+    ys = _Sampled(gains)[idx]
+    ls = None if losses is None else _Sampled(losses)[idx]
+    return _radix.sample_bracket(ys, ls, w, m * idx.shape[0] / n)
+
+
 def threshold_search(gains, losses, w, m, threads):
     """Sort-free k*: ``(status, tau, kstar, g_total)``: a sampled bracket, one pass, a gather.
 
-    The sample is ~2^16 gains gathered on the device; the 16-bit level loop is the
+    The sample is 2^14 gains gathered on the device; the 16-bit level loop is the
     fallback when the bracket misses.
     """
-    ulo, uhi = _radix.sample_bracket(_Sampled(gains), None if losses is None else _Sampled(losses), w, m)
+    ulo, uhi = _sample_bracket(gains, losses, w, m)
     return _bracketed(gains, losses, w, m, threads, ulo, uhi)
 
 
@@ -855,8 +878,8 @@ def _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, c
 
 
 @cuda.jit
-def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, states, nblk, n, chunk_tot,
-                  bits, taken_count, left_idx, left_mass):
+def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, key, stream, own_stream,
+                  nblk, n, chunk_tot, bits, taken_count, left_idx, left_mass):
     """Phase 2 of DepRound, one thread per block: round_sequence of rad._backends.canonical.
 
     The walk runs over the chunk totals of phase 1 (``O_{c+1} = O_c + T_c``, the canonical
@@ -870,7 +893,8 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
         return
     lo = blk * _BLOCK
     hi = min(n, lo + _BLOCK)
-    state = states[blk]
+    # rad._backends.rng.stream_state(key, block), or of the given stream (the merge)
+    state = _splitmix(key ^ _splitmix(np.uint64(blk) if own_stream else stream))
     counter = np.uint64(0)
     ntaken = 0
     k = 0.0
@@ -1023,8 +1047,8 @@ def _popcount_kernel(bits, nblk, counts):
 
 
 def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: bool, params: tuple[Any, ...],
-                  states: np.ndarray, n: int) -> tuple[Any, Any, np.ndarray, np.ndarray]:
-    """Both DepRound phases over ``n`` points.
+                  key: int, stream: int | None, n: int) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    """Both DepRound phases over ``n`` points (block ``j`` on stream ``j``, or all on ``stream``).
 
     Returns ``(bitmap, taken per block, leftover index per block, leftover mass per
     block)``; the bitmap and counts stay on the device.
@@ -1040,8 +1064,8 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     left_idx = cuda.device_array(nblk, np.int64)
     left_mass = cuda.device_array(nblk, np.float64)
     _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
-        g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, cuda.to_device(states), nblk, n,
-        chunk_tot, bits, taken_count, left_idx, left_mass,
+        g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, np.uint64(key), np.uint64(stream or 0),
+        stream is None, nblk, n, chunk_tot, bits, taken_count, left_idx, left_mass,
     )
     return bits, taken_count, left_idx.copy_to_host(), left_mass.copy_to_host()
 
@@ -1056,17 +1080,16 @@ def _merge_round(masses: np.ndarray, key: int) -> tuple[list[int], int]:
     (one sequence, not blocked): the block kernels on the device while they fit one block
     (pools below 2**32 points), the NumPy definition above that.
     """
-    state = stream_state(key, MERGE_STREAM)
     if masses.shape[0] == 0:
         return [], -1
     if masses.shape[0] > BLOCK:
         from rad._backends.canonical import round_sequence
 
-        taken, pick, _ = round_sequence(masses, state)
+        taken, pick, _ = round_sequence(masses, stream_state(key, MERGE_STREAM))
         return list(taken), int(pick)
     dm = cuda.to_device(masses)
-    bits, _, li, _ = _round_blocks(dm, _dummy(), False, 0.0, dm, True, _NO_PARAMS,
-                                   np.array([state], np.uint64), masses.shape[0])
+    bits, _, li, _ = _round_blocks(dm, _dummy(), False, 0.0, dm, True, _NO_PARAMS, key, MERGE_STREAM,
+                                   masses.shape[0])
     words = bits.copy_to_host()
     taken = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: masses.shape[0]])
     return taken.tolist(), int(li[0])
@@ -1082,8 +1105,7 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
     else:
         assert params is not None
         g_arg, q_arg, ptuple = gains, _dummy(), params.as_tuple()
-    states = np.array([stream_state(key, blk) for blk in range(nblk)], dtype=np.uint64)
-    bits, taken_count, li, lm = _round_blocks(g_arg, lv, has, float(w), q_arg, use_q, ptuple, states, n)
+    bits, taken_count, li, lm = _round_blocks(g_arg, lv, has, float(w), q_arg, use_q, ptuple, key, None, n)
     keep = lm > 0
     ids, masses = li[keep], np.ascontiguousarray(lm[keep])
     merged, last = _merge_round(masses, key)
