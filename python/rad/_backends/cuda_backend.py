@@ -6,21 +6,29 @@ It implements :class:`rad._backends.contract.Kernels` on *device* arrays (numba 
 arrays; :mod:`rad._solve.device` adapts CuPy, PyTorch and JAX arrays to them without a
 copy). The kernels that decide the result reproduce the CPU backends bit for bit:
 
-* :func:`threshold_search` runs the level loop of :mod:`rad._backends.radix_select` over
-  device histograms (global atomics: their bin sums only steer the search, whose decisions
-  carry a rounding margin, and the gathered boundary bin is put back in index order before
-  it is resolved), so ``k*`` and the threshold are those of the CPU backends.
+* :func:`threshold_search` is the bracketed search of :mod:`rad._backends.radix_select`
+  (``sample_bracket`` on 2^14 points gathered on the device, one pass that sums the
+  points above the bracket and bins the few inside it, the boundary bin gathered and
+  resolved by ``bracket_resolve``), with the 16-bit level loop over device histograms as
+  its fallback. Bin sums are accumulated with atomics (a shared-memory cache of bins per
+  CUDA block, then global atomics): they only steer decisions that carry a rounding
+  margin, and a gathered bin is put back in index order before it is resolved, so ``k*``
+  and the threshold are those of the CPU backends.
 * :func:`support_sums` sums in the canonical order of :mod:`rad._backends.canonical`: one
   thread per (block, lane), items ``p = lane, lane + 8, ...`` of a 65,536-item block
   summed sequentially, the eight lanes combined as ``((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))``,
   the block totals added sequentially on the host. Products feeding a sum are rounded
-  with ``__dmul_rn`` (never contracted into an FMA), divisions are IEEE.
-* :func:`depround_params` / :func:`depround_q` round each block with the sequence of
-  :func:`rad._backends.canonical.round_sequence` (one thread per block, the probabilities
-  streamed from the gains, the counter-based generator keyed by ``(key, block)``), mark
-  the taken points in a device bitmap, merge the block leftovers on the host
-  (:data:`~rad._backends.rng.MERGE_STREAM`) and compact the bitmap into sorted indices on
-  the device. Same key, same indices as every CPU backend.
+  with ``__dmul_rn`` and sums with ``__dadd_rn`` where NVVM could contract them into an
+  FMA; divisions are IEEE (``div.rn``).
+* :func:`depround_params` / :func:`depround_q` run the sequence of
+  :func:`rad._backends.canonical.round_sequence` in two phases: a thread per 8-point
+  chunk sums the chunk's mass (the canonical running-mass chunks) and marks the certain
+  points; then a thread per 65,536-point block walks the chunk totals on the stream
+  ``(key, block)`` of :mod:`rad._backends.rng` and reads its items only where an integer
+  crossing or a run's target falls. Taken points go to a device bitmap; the block
+  leftovers are merged on :data:`~rad._backends.rng.MERGE_STREAM` by the same kernels,
+  and the bitmap is compacted into sorted indices on the device. Same key, same indices
+  as every CPU backend.
 
 The kernels the GPU fast path never needs (the sorted scan, the capped path's dual
 function, rad.dask's per-chunk rounding) copy to the host and use a CPU backend; the
