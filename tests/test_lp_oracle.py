@@ -17,13 +17,12 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from instances import instances  # noqa: E402
 from naive import (  # noqa: E402
     naive_game_bruteforce,
     naive_theorem1,
     naive_value_bruteforce,
 )
-from instances import instances  # noqa: E402
-
 from rad.verify import lp as lp_module  # noqa: E402
 from rad.verify.game import adversary_response, adversary_value, sampler_value  # noqa: E402
 from rad.verify.lp import LPSolution, lp_batch, lp_single_draw  # noqa: E402

@@ -18,13 +18,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from naive import naive_depround, naive_theorem1
-from instances import instances
 
 import rad
-from rad.verify import Certificate, MarginalsCheck, certificate, depround_marginals, lp_oracle
+from instances import instances
+from naive import naive_depround, naive_theorem1
+from rad.verify import Certificate, MarginalsCheck, certificate, depround_marginals, lp_oracle, selection
 from rad.verify.game import adversary_value, sampler_value
-from rad.verify import selection
 from rad.verify.lp import lp_batch, lp_single_draw
 
 # The module (its name is shadowed by the function ``rad.verify.certificate``).

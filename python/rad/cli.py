@@ -107,31 +107,23 @@ def _experiment(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------ rad verify
 
 
-class _VerifyUsageError(SystemExit):
-    """A bad ``rad verify`` invocation: one line on stderr, exit status 2.
-
-    ``str(exc)`` is the message (for callers of :func:`main`); ``exc.code`` is 2.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.code = 2
-
-
 def _verify_usage_error(message: str) -> NoReturn:
-    """Print ``rad verify: error: <message>`` (one line) and exit with status 2."""
-    message = " ".join(str(message).split())
-    print(f"rad verify: error: {message}", file=sys.stderr)
-    raise _VerifyUsageError(message)
+    """Refuse a ``rad verify`` invocation.
+
+    :func:`main` prints the message on one line and exits with status 2 (:class:`UsageError`).
+    """
+    raise SystemExit(message)
 
 
 def _verify_parser_error(message: str) -> NoReturn:
-    """The ``verify`` subparser's ``error``: argparse's message on one line, no usage."""
-    _verify_usage_error(f"{message} (see rad verify --help)")
+    """The ``verify`` subparser's ``error``: argparse's message on one line, exit status 2."""
+    message = f"{' '.join(message.split())} (see rad verify --help)"
+    print(f"rad verify: error: {message}", file=sys.stderr)
+    raise UsageError(message)
 
 
 def _number_at_least(least: float) -> Callable[[str], float]:
-    """argparse type: a finite float ``>= least``."""
+    """An argparse type: a finite float ``>= least``."""
 
     def parse(text: str) -> float:
         try:
@@ -145,23 +137,8 @@ def _number_at_least(least: float) -> Callable[[str], float]:
     return parse
 
 
-def _integer_at_least(least: int) -> Callable[[str], int]:
-    """argparse type: an integer ``>= least``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {least}, got {text!r}")
-        return value
-
-    return parse
-
-
 def _readable_file(text: str) -> str:
-    """argparse type: an existing, readable file (checked before any computation)."""
+    """An argparse type: an existing, readable file (checked before any computation)."""
     if not os.path.exists(text):
         raise argparse.ArgumentTypeError(f"cannot read {text!r}: no such file")
     if os.path.isdir(text):
@@ -172,7 +149,7 @@ def _readable_file(text: str) -> str:
 
 
 def _writable_npy(text: str) -> str:
-    """argparse type: a ``.npy`` path that can be written (``numpy.save`` adds ``.npy``)."""
+    """An argparse type: a ``.npy`` path that can be written (``numpy.save`` adds ``.npy``)."""
     path = text if text.endswith(".npy") else text + ".npy"
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -255,8 +232,8 @@ def _verify_file(args: argparse.Namespace) -> int:
         check_budget(args.b, n)
     except (ValueError, TypeError) as exc:
         _verify_usage_error(f"{args.gains}: {exc}")
-    print(f"rad verify: {args.gains}: n={n:,} {gains.dtype}, m={args.m:,.6g}, b={args.b:,}"
-          + (f", losses from {args.losses}" if losses is not None else f", w={'1 - m/n' if args.w is None else args.w}")
+    weights = f", losses from {args.losses}" if losses is not None else f", w={'1 - m/n' if args.w is None else args.w}"
+    print(f"rad verify: {args.gains}: n={n:,} {gains.dtype}, m={args.m:,.6g}, b={args.b:,}" + weights
           + (f", q from {args.q}" if q is not None else ", q from rad.solve"))
     try:
         cert = certificate(gains, args.m, args.b, w=args.w, losses=losses, solution=q, rtol=args.rtol,
@@ -268,10 +245,12 @@ def _verify_file(args: argparse.Namespace) -> int:
     print(f"  upper bound (adversary vs best batch) = {cert.upper:.17g}")
     if not math.isnan(cert.value):
         print(f"  solver's reported value               = {cert.value:.17g}")
-    print(f"  gap                                   = {cert.gap:.3e}  (relative {cert.rel_gap:.2e} of {cert.scale:.6g})")
+    print(f"  gap                                   = {cert.gap:.3e}  "
+          f"(relative {cert.rel_gap:.2e} of {cert.scale:.6g})")
     print(f"  sum q - b = {cert.q_sum - cert.b:.2e}, sum u - m = {cert.u_sum - cert.m:.2e}, "
           f"adversary: {cert.adversary_method}, backend: {cert.backend}, time: {cert.seconds:.2f} s")
     if args.adversary is not None:
+        assert cert.adversary is not None
         try:
             np.save(args.adversary, cert.adversary)
         except OSError as exc:
@@ -325,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--gains", type=_readable_file,
                      help=".npy file of gains (memory-mapped): certify this instance")
     ver.add_argument("--m", type=_number_at_least(0), help="teacher mistakes in the pool (with --gains)")
-    ver.add_argument("--b", type=_integer_at_least(0), help="batch size (with --gains; default 1)")
+    ver.add_argument("--b", type=_whole(0), help="batch size (with --gains; default 1)")
     ver.add_argument("--w", type=_number_at_least(0), help="RAD loss weight (default 1 - m/n)")
     ver.add_argument("--losses", type=_readable_file,
                      help=".npy file of general losses instead of w * gains")
@@ -333,9 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help=".npy file of probabilities to certify instead of rad.solve's")
     ver.add_argument("--adversary", metavar="OUT.npy", type=_writable_npy,
                      help="write the adversary c = 1 - u here (with --gains)")
-    ver.add_argument("--instances", type=_integer_at_least(1), help="random instances (default 50)")
-    ver.add_argument("--seed", type=_integer_at_least(0), help="seed of the random instances (default 0)")
-    ver.add_argument("--max-n", dest="max_n", type=_integer_at_least(1),
+    ver.add_argument("--instances", type=_whole(1), help="random instances (default 50)")
+    ver.add_argument("--seed", type=_whole(0), help="seed of the random instances (default 0)")
+    ver.add_argument("--max-n", dest="max_n", type=_whole(1),
                      help="largest random pool (default 30)")
     ver.add_argument("--kinds", help="comma-separated families: uniform,ties,zeros,equal,heavy,"
                      "span,losses (rad.verify.harness.INSTANCE_KINDS; default all)")
@@ -343,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how the certificate builds its adversary (default auto)")
     ver.add_argument("--rtol", type=_number_at_least(0), default=1e-9, help="relative gap tolerance")
     ver.add_argument("--backend", default="auto", choices=["auto", "cpp", "numba", "numpy"])
-    ver.add_argument("--threads", type=_integer_at_least(1), default=None)
+    ver.add_argument("--threads", type=_whole(1), default=None)
     ver.set_defaults(func=_verify)
     exp = sub.add_parser(
         "experiment",

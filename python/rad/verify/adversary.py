@@ -29,7 +29,7 @@ from typing import Protocol
 
 import numpy as np
 
-from rad.verify.chunked import ChunkFn, ChunkedPool, chunk_sum, parallel_map
+from rad.verify.chunked import ChunkedPool, ChunkFn, chunk_sum, parallel_map
 from rad.verify.selection import bit_distance, bit_midpoint, select_top, weighted_select
 
 __all__ = [
@@ -96,6 +96,7 @@ class UniformAdversary:
     def __call__(
         self, g: np.ndarray, l: np.ndarray, a: np.ndarray, lo: int, hi: int
     ) -> tuple[np.ndarray, np.ndarray]:
+        """``(u, v)`` on one chunk."""
         return np.full(g.shape[0], self.u0), g.copy()
 
 
@@ -113,7 +114,7 @@ class SaddleLevel:
     shrink: float  # final factor that keeps sum u <= m
 
 
-def _classes(q: np.ndarray, qa: np.ndarray, nu: float, band: float):
+def _classes(q: np.ndarray, qa: np.ndarray, nu: float, band: float) -> tuple[np.ndarray, ...]:
     """Masks: hit / level set (by ``q a`` against ``nu``); q = 1 / q = 0 / fractional."""
     if math.isinf(nu):  # m == 0: nobody is attacked and the level set is empty
         hit = np.zeros(q.shape, dtype=bool)
@@ -134,15 +135,16 @@ class _LevelStats:
     hits: int = 0
     lam_min: float = -math.inf
     lam_max: float = math.inf
-    a_parts: list = field(default_factory=list)  # sum g/a over fractional level points
-    b_parts: list = field(default_factory=list)  # sum 1/a over fractional level points
+    a_parts: list[float] = field(default_factory=list)  # sum g/a over fractional level points
+    b_parts: list[float] = field(default_factory=list)  # sum 1/a over fractional level points
     free: int = 0  # level points with a == 0 (u free, value 0)
-    tz_g: list = field(default_factory=list)  # level points the sampler skips (q = 0)
-    tz_a: list = field(default_factory=list)
-    to_g: list = field(default_factory=list)  # level points the sampler takes (q = 1)
-    to_a: list = field(default_factory=list)
+    tz_g: list[np.ndarray] = field(default_factory=list)  # level points the sampler skips (q = 0)
+    tz_a: list[np.ndarray] = field(default_factory=list)
+    to_g: list[np.ndarray] = field(default_factory=list)  # level points the sampler takes (q = 1)
+    to_a: list[np.ndarray] = field(default_factory=list)
 
     def merge(self, o: _LevelStats) -> None:
+        """Add another chunk's statistics to these."""
         self.hits += o.hits
         self.lam_min = max(self.lam_min, o.lam_min)
         self.lam_max = min(self.lam_max, o.lam_max)
@@ -290,14 +292,18 @@ def _clip_sums_at(g: np.ndarray, a: np.ndarray, lams: np.ndarray) -> np.ndarray:
 
 
 def _solve_level(s: _LevelStats, m: float, nu: float, band: float) -> SaddleLevel:
-    """Choose ``lam`` and the level-set share ``t`` (``docs/certificate.md``, §2): the left
-    end of the feasible interval ``[max(lam_min, r_lo), min(lam_max, r_hi)]``.
+    """Choose the water level ``lam`` and the level-set share ``t`` (``docs/certificate.md``, §2).
+
+    The choice is the left end of the feasible interval
+    ``[max(lam_min, r_lo), min(lam_max, r_hi)]``.
 
     Best effort: when rounding makes the constraints inconsistent, the nearest choice is
     taken; the resulting ``u`` is still feasible, so its bound is still valid.
     """
     A, B = math.fsum(s.a_parts), math.fsum(s.b_parts)
-    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0)  # noqa: E731
+    def cat(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0)
+
     tz_g, tz_a, to_g, to_a = cat(s.tz_g), cat(s.tz_a), cat(s.to_g), cat(s.to_a)
     M = max(m - s.hits, 0.0)
     lo, hi = s.lam_min, s.lam_max
@@ -371,6 +377,7 @@ class SaddleAdversary:
     def __call__(
         self, g: np.ndarray, l: np.ndarray, a: np.ndarray, lo: int, hi: int
     ) -> tuple[np.ndarray, np.ndarray]:
+        """``(u, v)`` on one chunk."""
         return _saddle_chunk(g, l, a, self.q(lo, hi), self.level)
 
 
@@ -390,10 +397,13 @@ def saddle_completion(pool: ChunkedPool, qstar: ChunkFn, m: float, nu: float) ->
 
 @dataclass(frozen=True)
 class Knapsack:
-    """The adversary of the water level ``lam`` (``docs/certificate.md``, "Independent
-    search"): ``u_i = kappa_i = clip((g_i - lam)/a_i, 0, 1)`` where ``a_i > mu``,
-    ``s * kappa_i`` where ``a_i == mu > 0``, 0 elsewhere — the fractional knapsack that
-    spends at most ``m`` mistakes where each unit removes the most (largest ``a_i``)."""
+    """The adversary of the water level ``lam``, with ``Psi(lam)`` and a supporting line.
+
+    ``u_i = kappa_i = clip((g_i - lam)/a_i, 0, 1)`` where ``a_i > mu``, ``s * kappa_i``
+    where ``a_i == mu > 0``, 0 elsewhere: the fractional knapsack that spends at most
+    ``m`` mistakes where each unit removes the most (largest ``a_i``)
+    (``docs/certificate.md``, "Independent search").
+    """
 
     lam: float
     mu: float
@@ -404,9 +414,12 @@ class Knapsack:
     mag: float  # |b lam| + sum of the residuals: the scale of Psi's rounding
 
 
-def _knapsack_terms(g: np.ndarray, l: np.ndarray, a: np.ndarray, lam: float):
-    """Per point: ``kappa``, the residual and sampler weight if attacked (``A``) or
-    spared (``U``), and ``1/a`` on the attacked points' linear piece."""
+def _knapsack_terms(g: np.ndarray, l: np.ndarray, a: np.ndarray, lam: float) -> tuple[np.ndarray, ...]:
+    """Per-point terms of ``Psi(lam)`` and of its supporting line.
+
+    ``kappa``, the residual and sampler weight if attacked (``A``) or spared (``U``), and
+    ``1/a`` on the attacked points' linear piece.
+    """
     pos = a > 0
     e = g - lam
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -448,7 +461,7 @@ def _psi(pool: ChunkedPool, lam: float, m: float, b: int) -> Knapsack:
         icpt = -math.fsum(lf_parts) + math.fsum(z_g)
         return Knapsack(lam, 0.0, 1.0, b * lam + res, b - math.fsum(oa_parts), icpt, abs(b * lam) + res)
 
-    def stream(lo: int, hi: int):
+    def stream(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         g, l, a = pool.gla(lo, hi)
         kappa, res_a, ones_a, inv_lin, res_u, th_u, l_full, ga_lin, g_th = _knapsack_terms(g, l, a, lam)
         return a, kappa, [res_a, ones_a, inv_lin, res_u, th_u, a * kappa, l_full, ga_lin, g_th]
@@ -485,8 +498,8 @@ def water_search(
     growing 32-fold from ``1e-9`` relative.
     """
     lo_parts, hi_parts = [], []
-    for lo, hi in pool.ranges:
-        g, l, _ = pool.gla(lo, hi)
+    for c0, c1 in pool.ranges:
+        g, l, _ = pool.gla(c0, c1)
         lo_parts.append(float(np.min(-l)))
         hi_parts.append(float(np.max(g)))
     g_lo, g_hi = min(lo_parts), max(hi_parts)
@@ -499,7 +512,8 @@ def water_search(
             best = ev
         return ev
 
-    ev_lo = ev_hi = None
+    ev_lo: Knapsack | None = None
+    ev_hi: Knapsack | None = None
     if hint is not None and math.isfinite(hint) and g_lo < hint < g_hi:
         ev = psi(hint)
         if ev.slope == 0 or ev.value <= target:
@@ -516,6 +530,7 @@ def water_search(
                 ev_lo, ev_hi = (near, far) if side > 0 else (far, near)
             else:
                 near, step = far, 32.0 * step
+        assert ev_hi is not None
         lo, hi = ev_lo.lam, ev_hi.lam
         if ev_lo.slope >= 0:  # reached an end of the range: it is the minimum
             return ev_lo
@@ -529,6 +544,7 @@ def water_search(
         ev_hi = psi(hi)
         if ev_hi.slope <= 0:
             return ev_hi
+    assert ev_lo is not None and ev_hi is not None
     bisect_next = False
     for _ in range(_MAX_SEARCH):
         assert best is not None
@@ -559,8 +575,10 @@ def water_search(
     return best
 
 def _knapsack_chunk(g: np.ndarray, l: np.ndarray, a: np.ndarray, kn: Knapsack) -> tuple[np.ndarray, np.ndarray]:
-    """``u`` and ``v = g - u a`` of the water-level adversary on one chunk (``v`` in the
-    simplified forms of :func:`_saddle_chunk`)."""
+    """``u`` and ``v = g - u a`` of the water-level adversary on one chunk.
+
+    ``v`` is evaluated in the simplified forms of :func:`_saddle_chunk`.
+    """
     pos = a > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         kappa = np.where(pos, np.clip((g - kn.lam) / np.where(pos, a, 1.0), 0.0, 1.0), 0.0)
@@ -586,4 +604,5 @@ class WaterAdversary:
     def __call__(
         self, g: np.ndarray, l: np.ndarray, a: np.ndarray, lo: int, hi: int
     ) -> tuple[np.ndarray, np.ndarray]:
+        """``(u, v)`` on one chunk."""
         return _knapsack_chunk(g, l, a, self.knapsack)

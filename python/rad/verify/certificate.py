@@ -270,7 +270,9 @@ def certificate(
     else:
         pool = ChunkedPool(g, lo_arr, w_k, be, nthreads, int(chunk))
     qstar = pool.q_from_params(sol.params) if sol is not None else None
+    # The solver's q* runs unless an array q is certified by the independent search.
     qcert = qstar if q_user is None else q_from_array(q_user)
+    assert qcert is not None
 
     # Lower bound: sum q g - (the m largest q a); the selection's first pass also sums q
     # and q g.
@@ -298,6 +300,7 @@ def certificate(
     lower = qg - top_cert.total
     nu = math.nan
     if method != "search":
+        assert qstar is not None
         top_star = top_cert if q_user is None else select_top(qa_values(qstar, False), pool.ranges, mf, pool.threads)
         nu = top_star.threshold  # +inf when m == 0
 
@@ -313,6 +316,7 @@ def certificate(
         candidates.append((0.0, mf, "none", UniformAdversary(mf / n)))
     else:
         if method != "search":
+            assert qstar is not None
             saddle = saddle_completion(pool, qstar, mf, nu)
             up, us = upper_bound(pool, saddle, bi)
             candidates.append((up, us, "saddle", saddle))
@@ -361,8 +365,10 @@ def certificate(
 
 
 def _scale_exponent(g: np.ndarray, losses: np.ndarray | None, w: float) -> int:
-    """0, or the power of two that makes ``1/a`` finite for subnormal input (as the
-    solver does, ``rad._solve.batch.solve_game``)."""
+    """0, or the power of two that makes ``1/a`` finite for subnormal input.
+
+    The same rescaling as the solver's (``rad._solve.batch.solve_game``).
+    """
     lo_min = math.inf
     for i in range(0, g.shape[0], CHUNK):
         gg = np.asarray(g[i : i + CHUNK], dtype=np.float64)

@@ -103,8 +103,10 @@ def chunk_sum(x: np.ndarray) -> float:
 
 
 def parallel_map(fn: Callable[[int, int], _T], ranges: list[tuple[int, int]], workers: int) -> list[_T]:
-    """``[fn(lo, hi) for lo, hi in ranges]``, on ``workers`` threads when there are several
-    chunks (NumPy's ufuncs release the GIL). At most ``workers`` chunks are in flight."""
+    """``[fn(lo, hi) for lo, hi in ranges]``, on ``workers`` threads when there are several chunks.
+
+    NumPy's ufuncs release the GIL. At most ``workers`` chunks are in flight.
+    """
     if workers <= 1 or len(ranges) <= 1:
         return [fn(lo, hi) for lo, hi in ranges]
     with ThreadPoolExecutor(max_workers=workers) as ex:

@@ -45,7 +45,7 @@ try:  # SciPy is the [verify] extra: without it this module imports, and its LPs
     from scipy import sparse
     from scipy.optimize import linprog
 except ImportError:  # pragma: no cover - exercised only without SciPy
-    sparse = linprog = None  # type: ignore[assignment]
+    sparse = linprog = None
 
 if TYPE_CHECKING:  # pragma: no cover
     from scipy.optimize import OptimizeResult
@@ -251,8 +251,8 @@ def lp_batch(
     sum_row = sparse.csr_matrix(
         (np.ones(n), (np.zeros(n, dtype=np.intp), np.arange(n))), shape=(1, 2 * n + 1)
     )
-    unit_box = [(0.0, 1.0)] * n
-    nonneg = [(0.0, None)] * n
+    unit_box: list[tuple[float | None, float | None]] = [(0.0, 1.0)] * n
+    nonneg: list[tuple[float | None, float | None]] = [(0.0, None)] * n
 
     # Sampler's LP, x = [q, nu, s]: min -g.q + m nu + sum(s), a_i q_i - nu - s_i <= 0.
     primal, notes_p = _solve(

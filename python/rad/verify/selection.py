@@ -70,9 +70,11 @@ StreamedWeights = Callable[[int, int], "tuple[np.ndarray, np.ndarray | None, lis
 
 @dataclass(frozen=True)
 class WeightedCut:
-    """A weighted selection: the threshold ``t`` where the weight of the values above
-    reaches ``k`` (``W_above < k <= W_above + W_at``), and sums over the values above
-    ``t`` and equal to ``t``."""
+    """A weighted selection: the threshold ``t`` and sums above, at and below it.
+
+    ``t`` is where the weight of the values above reaches ``k``
+    (``W_above < k <= W_above + W_at``).
+    """
 
     t: float
     w_above: float
@@ -95,7 +97,14 @@ def weighted_select(
     and finished by sorting. Memory ``O(chunk + 2**16 (2 + n_extra) + COLLECT)``.
     """
 
-    def finish(x, w, e, w_above, e_above, e_below) -> WeightedCut:
+    def finish(
+        x: np.ndarray,
+        w: np.ndarray,
+        e: list[np.ndarray],
+        w_above: float,
+        e_above: list[float],
+        e_below: list[float],
+    ) -> WeightedCut:
         order = np.argsort(-x, kind="stable")
         x, w, e = x[order], w[order], [q[order] for q in e]
         _, start = np.unique(-x, return_index=True)  # groups of equal x, descending
@@ -117,7 +126,7 @@ def weighted_select(
             e_below=e_b,
         )
 
-    def full(lo: int, hi: int):
+    def full(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         x, w, e = stream(lo, hi)
         return x, (np.ones(x.shape[0]) if w is None else w), e
 
@@ -134,7 +143,9 @@ def weighted_select(
     while True:
         shift -= _DIGIT
 
-        def hist(lo: int, hi: int, shift: int = shift, prefix: int = prefix):
+        def hist(
+            lo: int, hi: int, shift: int = shift, prefix: int = prefix
+        ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
             x, w, e = full(lo, hi)
             key = float_keys(x)
             sel = w > 0
@@ -176,7 +187,7 @@ def weighted_select(
         if cn[d] <= COLLECT:
             break
 
-    def pick(lo: int, hi: int):
+    def pick(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         x, w, e = full(lo, hi)
         sel = (w > 0) & ((float_keys(x) >> np.uint64(shift)) == np.uint64(prefix))
         return x[sel], w[sel], [q[sel] for q in e]
@@ -210,8 +221,9 @@ def select_top(
     k: float,
     workers: int = 1,
 ) -> Top:
-    """Sum of the ``k`` largest streamed values, ``k`` real (the fractional part weights
-    the ``ceil(k)``-th largest), and that threshold.
+    """Sum of the ``k`` largest streamed values, and that threshold.
+
+    ``k`` is real: its fractional part weights the ``ceil(k)``-th largest value.
 
     One chunk: ``np.partition``. Several: a radix select on :func:`float_keys` (16 bits a pass,
     per-bucket counts and sums). It ends when the bucket holding the threshold has at most
@@ -232,14 +244,17 @@ def select_top(
         big = x[x > t]
         return Top(chunk_sum(big) + (k - big.shape[0]) * t, t, float(big.shape[0]))
 
-    above, above_parts = 0, []
+    above = 0
+    above_parts: list[float] = []
     prefix = 0
     shift = 64
     lo_v, hi_v = -math.inf, math.inf  # range of the values in the current prefix bucket
     while True:
         shift -= _DIGIT
 
-        def hist(lo: int, hi: int, shift: int = shift, prefix: int = prefix):
+        def hist(
+            lo: int, hi: int, shift: int = shift, prefix: int = prefix
+        ) -> tuple[np.ndarray, np.ndarray, float, float, int]:
             x = values(lo, hi)
             key = float_keys(x)
             cmin, cmax, at = math.inf, -math.inf, 0
@@ -301,8 +316,10 @@ def _key(x: float) -> int:
 
 
 def bit_midpoint(lo: float, hi: float) -> float:
-    """The midpoint of two doubles in the order of their bit patterns (so that a bracket
-    spanning many orders of magnitude closes in at most 64 halvings)."""
+    """The midpoint of two doubles in the order of their bit patterns.
+
+    A bracket spanning many orders of magnitude thus closes in at most 64 halvings.
+    """
     return float_from_key((_key(lo) + _key(hi)) // 2)
 
 
