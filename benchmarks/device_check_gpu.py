@@ -113,6 +113,9 @@ def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
             lambda: kern.threshold_search(d, None, w, m, 1), args.repeats, sync
         )
         tau = found[1]
+        phases["threshold_levels_s"], _, _ = _timed(  # the 16-bit level loop (the bracket's fallback)
+            lambda: kern.threshold_levels(d, None, w, m, 1), max(1, args.repeats // 2), sync
+        )
         phases["support_sums_s"], _, sums = _timed(lambda: kern.support_sums(d, None, w, tau, 1), args.repeats, sync)
         sol = rad.solve(gains, m, b)
         key = 12345

@@ -283,19 +283,20 @@ def _solve_on_device(game: Any) -> Any | None:
 def _magnitudes_fit(game: Any) -> bool:
     """Whether ``a = g + l`` and its sums stay finite unscaled.
 
-    ``rad._solve.batch.solve_game`` scales gains near the float64 maximum down first (then
-    the host solves). No pass over float32 gains with RAD losses and a moderate ``w``:
-    their bound already fits.
+    The test of ``rad._solve.batch.solve_game``, which scales pools near the float64
+    maximum down first (then the host solves): float32 gains are bounded by their type's
+    maximum (not read), float64 gains and losses by one device max pass each.
     """
     room = 1021 - (game.n + 2).bit_length()
     kern = game.backend
-    if game.losses is None:
-        w_exp = math.frexp(1.0 + game.kernel_w)[1]
-        if (128 if np.dtype(game.gains.dtype) == np.float32 else 1024) + w_exp <= room:
-            return True
-        top = math.frexp(kern.max_value(game.gains))[1] + w_exp
+    if np.dtype(game.gains.dtype) == np.float32:
+        g_max = float(np.finfo(np.float32).max)
     else:
-        top = max(math.frexp(kern.max_value(game.gains))[1], math.frexp(kern.max_value(game.losses))[1]) + 1
+        g_max = kern.max_value(game.gains)
+    if game.losses is None:
+        top = math.frexp(g_max)[1] + math.frexp(1.0 + game.kernel_w)[1]
+    else:
+        top = max(math.frexp(g_max)[1], math.frexp(kern.max_value(game.losses))[1]) + 1
     return bool(top <= room)
 
 
