@@ -1,7 +1,7 @@
-"""Monte Carlo check of DepRound's inclusion probabilities (DESIGN §1, "DepRound").
+"""Monte Carlo check of DepRound's inclusion probabilities (docs/design.md §1, "DepRound").
 
 DepRound must include index ``i`` with probability exactly ``q_i`` and return exactly
-``sum q`` distinct indices. Public copies get the pairing probability wrong (DESIGN), and
+``sum q`` distinct indices. Public copies get the pairing probability wrong (docs/design.md), and
 such errors are invisible by eye; this module makes the check a statistical test with a
 controlled false-alarm rate.
 """
