@@ -69,7 +69,22 @@ class Adversary(Protocol):
 
 
 def upper_bound(pool: ChunkedPool, adversary: Adversary, b: int) -> tuple[float, float]:
-    """``Phi(u)`` (the ``b`` largest ``v = g - u a``) and ``sum u``, streamed."""
+    """``Phi(u)`` (the ``b`` largest ``v = g - u a``) and ``sum u``, streamed.
+
+    Parameters
+    ----------
+    pool : ChunkedPool
+        The game, in chunks.
+    adversary : Adversary
+        ``(u, v)`` per chunk.
+    b : int
+        The batch size.
+
+    Returns
+    -------
+    (float, float)
+        ``Phi(u)``, an upper bound on ``OPT_b`` when ``u`` is feasible, and ``sum u``.
+    """
     u_parts: dict[int, float] = {}
 
     def values(lo: int, hi: int) -> np.ndarray:
@@ -386,6 +401,22 @@ def saddle_completion(pool: ChunkedPool, qstar: ChunkFn, m: float, nu: float) ->
 
     ``nu`` is the ``ceil(m)``-th largest ``q*_i a_i`` (``+inf`` when ``m = 0``); the level
     set ``|q*_i a_i - nu| <= BAND nu`` absorbs the rounding of ``q*_i a_i``.
+
+    Parameters
+    ----------
+    pool : ChunkedPool
+        The game, in chunks.
+    qstar : ChunkFn
+        The solver's probabilities, per chunk.
+    m : float
+        The teacher's mistakes.
+    nu : float
+        The attack level (see above).
+
+    Returns
+    -------
+    SaddleAdversary
+        Feasible (``sum u <= m``) even when rounding makes the level equation inconsistent.
     """
     band = BAND * nu if math.isfinite(nu) else 0.0
     stats = _level_stats(pool, qstar, nu, band)
@@ -496,6 +527,24 @@ def water_search(
     ``[min(-l), max(g)]`` (slopes ``b - n <= 0`` and ``b >= 0`` there). With a ``hint``
     (the saddle completion's water level) the bracket is first sought around it, by steps
     growing 32-fold from ``1e-9`` relative.
+
+    Parameters
+    ----------
+    pool : ChunkedPool
+        The game, in chunks.
+    m : float
+        The teacher's mistakes.
+    b : int
+        The batch size, ``>= 1``.
+    hint : float, optional
+        Where to start looking.
+    target : float, default -inf
+        Stop as soon as ``Psi`` is at most this.
+
+    Returns
+    -------
+    Knapsack
+        The best water level found; :class:`WaterAdversary` turns it into ``u``.
     """
     lo_parts, hi_parts = [], []
     for c0, c1 in pool.ranges:

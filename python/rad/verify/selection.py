@@ -95,6 +95,23 @@ def weighted_select(
     One chunk: a sort. Several: a radix select on :func:`float_keys`, 16 bits per pass with
     per-bucket weight and extra sums; a bucket of at most ``COLLECT`` points is collected
     and finished by sorting. Memory ``O(chunk + 2**16 (2 + n_extra) + COLLECT)``.
+
+    Parameters
+    ----------
+    stream : StreamedWeights
+        ``stream(lo, hi) -> (x, w, extras)`` on the chunk ``[lo, hi)``.
+    ranges : list of (int, int)
+        The chunks.
+    k : float
+        The weight to select from the top, ``0 < k <= sum w``.
+    n_extra : int
+        How many per-item quantities ``stream`` returns.
+    workers : int, default 1
+        Threads for the passes (:func:`~rad.verify.chunked.parallel_map`).
+
+    Returns
+    -------
+    WeightedCut
     """
 
     def finish(
@@ -233,6 +250,23 @@ def select_top(
     That rounds the sum *up* by at most ``(k - above) * (max - min)`` of the bucket, so a
     lower bound built from it stays a lower bound and an upper bound stays an upper bound.
     Usually two passes; at most five. Memory ``O(chunk + 2**16 + COLLECT)``.
+
+    Parameters
+    ----------
+    values : ChunkFn
+        ``values(lo, hi)``: the values on the chunk ``[lo, hi)`` (finite float64).
+    ranges : list of (int, int)
+        The chunks.
+    k : float
+        How many of the largest values to sum, ``0 <= k <= n``.
+    workers : int, default 1
+        Threads for the passes (:func:`~rad.verify.chunked.parallel_map`).
+
+    Returns
+    -------
+    Top
+        The sum, the ``ceil(k)``-th largest value (``+inf`` when ``k = 0``) and how many
+        values are strictly larger.
     """
     r = math.ceil(k)
     if r <= 0:
