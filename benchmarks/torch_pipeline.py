@@ -49,12 +49,15 @@ def torch_select(
     n = gains.numel()
     w = 1.0 - m / n if w is None else w
     vals, order = torch.sort(gains, descending=True)  # 1. sort
-    a = vals.double() * (1.0 + w)
-    inv = torch.where(a > 0, 1.0 / a, torch.zeros_like(a))
+    v = vals.double()
+    inv = torch.reciprocal(v * (1.0 + w))
+    inv[v <= 0] = 0.0
     h = torch.cumsum(inv, 0)  # 2. prefix sums (inclusive)
-    gsum = torch.cumsum(vals.double() * inv, 0)
+    gr = v * inv
+    gsum = torch.cumsum(gr, 0)
     # 3. Theorem 1: position k joins while g_k H_{<k} >= G_{<k} - m (ties not grouped)
-    joins = vals.double() * (h - inv) >= (gsum - vals.double() * inv) - m
+    joins = v * (h - inv) >= (gsum - gr) - m
+    del gr, gsum
     kstar = int(torch.argmax((~joins).to(torch.int8)).item()) if not bool(joins.all()) else n
     kstar = max(kstar, 1)
     q = torch.clamp(b * inv[:kstar] / h[kstar - 1], max=1.0)  # 4. capped b p*, clipped
