@@ -120,12 +120,20 @@ def _solve_both(gains, m, b, backend):
                 rad.solve(gains, m, b, backend=backend, method="sortfree"))
 
 
-#: Pools whose strided sample (2^10 runs of 64 points) sees something else than the pool.
+def _sampled(n: int) -> np.ndarray:
+    """Where the strided sample of a pool of n < 2^24 points looks (runs of 64)."""
+    from rad._backends.radix_select import SAMPLE_RUN, SAMPLE_SMALL
+
+    runs = SAMPLE_SMALL // SAMPLE_RUN
+    return (np.arange(n) % ((n - SAMPLE_RUN) // (runs - 1))) < SAMPLE_RUN
+
+
+#: Pools whose strided sample sees something else than the pool.
 LIARS = {
     # high values exactly where the sample looks, low values elsewhere
-    "sampled_runs_high": lambda n: np.where((np.arange(n) % ((n - 64) // 1023)) < 64, 0.9, 0.1),
+    "sampled_runs_high": lambda n: np.where(_sampled(n), 0.9, 0.1),
     # sampled runs low, the rest high
-    "sampled_runs_low": lambda n: np.where((np.arange(n) % ((n - 64) // 1023)) < 64, 0.1, 0.9),
+    "sampled_runs_low": lambda n: np.where(_sampled(n), 0.1, 0.9),
     "ascending": lambda n: np.linspace(0.0, 1.0, n),
     "descending": lambda n: np.linspace(1.0, 0.0, n),
     "two_values_sorted": lambda n: np.where(np.arange(n) < n // 3, 0.8, 0.2),

@@ -266,12 +266,14 @@ Bracket<T> full_bracket() {
     return {uint_of<T>(0), ordered_bits(std::numeric_limits<T>::infinity())};
 }
 
-// A bracket for tau from a strided sample of about 2^16 gains (contiguous runs of 64):
+// A bracket for tau from a strided sample of 2^14 or 2^16 gains (contiguous runs of 64):
 // the sample's own threshold scan with sums scaled by n / sample size gives a rank r;
 // the bracket spans the sample ranks r -+ (4 sqrt(r) + 32).
 template <class T>
 Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m) {
-    constexpr std::int64_t kSample = std::int64_t{1} << 16, kRun = 64;
+    // 2^14 sample points below 2^24 gains (the sort of the sample is a fixed cost), 2^16 above.
+    const std::int64_t kSample = n < (std::int64_t{1} << 24) ? std::int64_t{1} << 14 : std::int64_t{1} << 16;
+    constexpr std::int64_t kRun = 64;
     std::vector<std::pair<double, double>> s;
     s.reserve(static_cast<size_t>(std::min(n, kSample)));
     auto take = [&](std::int64_t i) {

@@ -142,8 +142,9 @@ def resolve_gathered(
 
 #: Bins of the histogram of the points inside a bracket.
 FINE = 1 << 12
-#: Sample size and contiguous run length of the bracket's sample.
-SAMPLE, SAMPLE_RUN = 1 << 16, 64
+#: Sample size (2^14 below 2^24 gains: the sample's sort is a fixed cost) and the
+#: contiguous run length of the bracket's sample.
+SAMPLE, SAMPLE_SMALL, SAMPLE_RUN = 1 << 16, 1 << 14, 64
 
 
 def ordered_bits(x: float, nbits: int) -> int:
@@ -160,17 +161,18 @@ def full_bracket(nbits: int) -> tuple[int, int]:
 
 
 def sample_bracket(gains: FloatArray, losses: FloatArray | None, w: float, m: float) -> tuple[int, int]:
-    """``(lo, hi)`` ordered bits bracketing tau, from a strided sample of about 2^16 gains.
+    """``(lo, hi)`` ordered bits bracketing tau, from a strided sample of 2^14 or 2^16 gains.
 
     The sample's own threshold scan (sums scaled by ``n / sample size``) gives a rank
     ``r``; the bracket spans the sample ranks ``r -+ (4 sqrt(r) + 32)``.
     """
     nbits = 32 if gains.dtype == np.float32 else 64
     n = gains.shape[0]
-    if n <= SAMPLE:
+    sample = SAMPLE if n >= 1 << 24 else SAMPLE_SMALL
+    if n <= sample:
         idx = np.arange(n)
     else:
-        runs = SAMPLE // SAMPLE_RUN
+        runs = sample // SAMPLE_RUN
         starts = (n - SAMPLE_RUN) // (runs - 1) * np.arange(runs)
         idx = (starts[:, None] + np.arange(SAMPLE_RUN)[None, :]).ravel()
     y = np.asarray(gains[idx], dtype=np.float64)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 10's device check: on a bare many-core Linux machine with no network and Python,
+# NumPy, Numba, pybind11, scikit-build-core, CMake and a compiler already installed, build
+# rad from this checkout and measure rad.select's thread scaling against the bandwidth
+# probe (one parallel sum over the same array at the same thread count). Writes one JSON
+# file with every figure; about 3-4 minutes on a 16-core host.
+#
+#   benchmarks/device_check.sh                       # 1e8 and 1e9, threads 1,2,4,8,16
+#   benchmarks/device_check.sh --sizes 1e6 --threads 1,2 --out /tmp/x.json   # smoke test
+#
+# Options are passed to benchmarks/thread_scaling.py (--sizes, --threads, --repeat,
+# --backends, --out). Default output: $OUT/device_check.json if $OUT is set, else
+# benchmarks/results_device.json.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+out_default="${OUT:-$here}/$( [ -n "${OUT:-}" ] && echo device_check.json || echo results_device.json )"
+args=("$@")
+case " ${args[*]-} " in *" --out "*) ;; *) args+=(--out "$out_default") ;; esac
+case " ${args[*]-} " in *" --sizes "*) ;; *) args+=(--sizes 1e8,1e9) ;; esac
+case " ${args[*]-} " in *" --threads "*) ;; *) args+=(--threads 1,2,4,8,16) ;; esac
+
+site="$(mktemp -d /tmp/rad_site.XXXXXX)"
+build="$(mktemp -d /tmp/rad_build.XXXXXX)"
+trap 'rm -rf "$site" "$build"' EXIT
+start=$(date +%s)
+# A private copy of the tracked sources: the build never writes into the checkout.
+(cd "$root" && git ls-files -z 2>/dev/null | xargs -0 -I{} cp --parents {} "$build" 2>/dev/null) \
+  || cp -r "$root"/. "$build"
+rm -rf "$build"/build "$build"/python/rad/_core*.so
+python -m pip install --no-build-isolation --no-deps --no-index -q --target "$site" "$build"
+echo "built rad in $(( $(date +%s) - start )) s" >&2
+cd /tmp
+PYTHONPATH="$site" python - <<'PY'
+import rad
+info = rad.backends()
+assert info["cpp"]["available"], info
+print("backends:", {k: v for k, v in info.items()})
+PY
+PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" python "$here/thread_scaling.py" "${args[@]}"
+echo "device check done in $(( $(date +%s) - start )) s" >&2

@@ -1,0 +1,155 @@
+"""Thread scaling of ``rad.select`` against the bandwidth probe (issue 10).
+
+For every pool size and thread count: one parallel sum over the same array at the same
+thread count (the bandwidth probe: C++ ``_core.stream_sum`` and a Numba ``prange`` sum),
+``rad.select`` on the C++ and Numba backends, and their ratios to the probe; the
+single-threaded ``np.sum`` once per size. At the largest thread count also the C++ stages
+(sort-free search, support sums, DepRound) and the peak memory above the input.
+Medians; every ratio comes from numbers measured in the same run.
+
+    python benchmarks/thread_scaling.py --sizes 1e8,1e9 --threads 1,2,4,8,16 --out FILE.json
+
+Workload: float32 ``uniform(0, 1)`` gains, ``m = 0.3 n``, ``b = 1000``, default ``w``.
+``benchmarks/device_check.sh`` runs it on a bare many-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def median_time(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _numba_probe():
+    import numba as nb
+
+    @nb.njit(parallel=True, fastmath=True, cache=False, nogil=True)
+    def probe(x):  # pragma: no cover - compiled
+        s = 0.0
+        for i in nb.prange(x.shape[0]):
+            s += x[i]
+        return s
+
+    def run(x, threads):
+        nb.set_num_threads(threads)
+        return probe(x)
+
+    return run
+
+
+def _rss() -> tuple[int, int]:
+    with open("/proc/self/status") as f:
+        d = dict(line.split(":", 1) for line in f)
+    return int(d["VmRSS"].split()[0]) * 1024, int(d["VmHWM"].split()[0]) * 1024
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1e8,1e9")
+    ap.add_argument("--threads", default="1,2,4,8,16")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--backends", default="cpp,numba")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+
+    import rad
+    from rad import _core
+    from rad._backends import get_backend
+    from rad._backends.threads import available_cores
+
+    sizes = [int(float(s)) for s in args.sizes.split(",")]
+    cores = available_cores()
+    threads = [t for t in (int(s) for s in args.threads.split(",")) if t <= cores]
+    backends = [b for b in args.backends.split(",") if rad.backends()[b]["available"]]
+    probe_nb = _numba_probe() if "numba" in backends else None
+    out: dict = {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "cores_usable": cores,
+                    "python": sys.version.split()[0], "numpy": np.__version__, "rad": rad.__version__,
+                    "backends": rad.backends()},
+        "workload": "float32 uniform(0,1), m = 0.3 n, b = 1000, default w; medians",
+        "rows": [],
+    }
+
+    def log(x):
+        print(json.dumps(x), flush=True)
+
+    for n in sizes:
+        t0 = time.perf_counter()
+        g = np.random.default_rng(0).random(n, dtype=np.float32)
+        m, b = 0.3 * n, 1000
+        reps = args.repeat if n <= 10**8 else max(1, args.repeat - 1)
+        size_row: dict = {"n": n, "generate_s": time.perf_counter() - t0}
+        size_row["np_sum_1thread"] = median_time(lambda: np.sum(g), reps)
+        small = g[: 1 << 20]
+        for be in backends:  # JIT and first-touch warm-up
+            rad.select(small, 0.3 * small.shape[0], b, rng=0, backend=be, threads=2)
+        if probe_nb is not None:
+            probe_nb(small, 1)
+        ref = None
+        for t in threads:
+            row = {"n": n, "threads": t}
+            row["probe_cpp"] = median_time(lambda: _core.stream_sum(g, t), reps + 2)
+            if probe_nb is not None:
+                row["probe_numba"] = median_time(lambda: probe_nb(g, t), reps + 2)
+            picks = {}
+            for be in backends:
+                row[f"select_{be}"] = median_time(lambda: rad.select(g, m, b, rng=0, backend=be, threads=t), reps)
+                picks[be] = rad.select(g, m, b, rng=0, backend=be, threads=t)
+                row[f"select_{be}_vs_probe_cpp"] = row[f"select_{be}"] / row["probe_cpp"]
+            if "cpp" in backends and "numba" in backends:
+                row["numba_vs_cpp"] = row["select_numba"] / row["select_cpp"]
+                row["same_indices_across_backends"] = bool(np.array_equal(picks["cpp"], picks["numba"]))
+            first = next(iter(picks.values()))
+            ref = first if ref is None else ref
+            row["same_indices_as_first_thread_count"] = bool(np.array_equal(first, ref))
+            log(row)
+            out["rows"].append(row)
+        one = [r for r in out["rows"] if r["n"] == n and r["threads"] == threads[0]][0]
+        for r in out["rows"]:
+            if r["n"] == n:
+                r["speedup_vs_first_threads"] = {k: one[k] / r[k] for k in r if k.startswith(("select_", "probe_"))
+                                                 and not k.endswith("vs_probe_cpp")}
+        tmax = threads[-1]
+        if "cpp" in backends:
+            cpp = get_backend("cpp")
+            sol = rad.solve(g, m, b, threads=tmax)
+            st = cpp.threshold_search(g, None, sol.w, m, tmax)
+            size_row["stages_cpp_threads"] = tmax
+            size_row["stage_threshold"] = median_time(lambda: cpp.threshold_search(g, None, sol.w, m, tmax), reps)
+            size_row["stage_support_sums"] = median_time(lambda: cpp.support_sums(g, None, sol.w, st[1], tmax), reps)
+            size_row["stage_depround"] = median_time(
+                lambda: cpp.depround_params(g, None, sol.w, sol.params, b, 1, tmax), reps)
+        if os.path.exists("/proc/self/clear_refs"):
+            for be in backends:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+                before = _rss()[0]
+                rad.select(g, m, b, rng=1, backend=be, threads=tmax)
+                size_row[f"peak_above_before_MiB_{be}"] = (_rss()[1] - before) / 2**20
+        log(size_row)
+        out.setdefault("sizes", []).append(size_row)
+        del g
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=2)
+        print("wrote", args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
