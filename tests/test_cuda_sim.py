@@ -379,3 +379,25 @@ def test_host_torch_tensors_are_read_in_place() -> None:
     import rad
 
     assert np.array_equal(rad.select(t, 100, 5, rng=3), rad.select(t.numpy(), 100, 5, rng=3))
+
+
+def test_a_device_array_without_a_gpu_names_what_is_missing() -> None:
+    code = (
+        "import sys\n"
+        "from numba import cuda\n"
+        "if cuda.is_available(): print('GPU'); sys.exit()\n"
+        "import rad\n"
+        "class CAI:\n"
+        "    __cuda_array_interface__ = {'shape': (3,), 'typestr': '<f4', 'data': (0, False), 'version': 3}\n"
+        "try:\n"
+        "    rad.select(CAI(), 1.0, 1)\n"
+        "except ImportError as e:\n"
+        "    print(type(e).__name__, e)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.join(ROOT, "python"),
+                                                                 os.environ.get("PYTHONPATH", "")) if p))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300).stdout
+    if out.strip() == "GPU":
+        pytest.skip("a GPU is visible here")
+    assert "BackendUnavailable" in out and "[cuda] extra" in out and "numba-cuda" in out, out
