@@ -36,7 +36,10 @@ from typing import Any, Callable
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+try:  # a built rad on PYTHONPATH (benchmarks/device_check.sh's private install) wins
+    import rad  # noqa: F401
+except ImportError:  # else the checkout's sources (the CPU reference then uses Numba)
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
 
 def _timed(fn: Callable[[], Any], repeats: int, sync: Callable[[], None]) -> tuple[float, list[float], Any]:
@@ -57,6 +60,10 @@ def _device_info() -> dict[str, Any]:
     info["gpu"] = torch.cuda.get_device_name(0)
     info["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
     info["torch"] = torch.__version__
+    import rad
+
+    info["rad"] = rad.__file__
+    info["rad_cpu_backend"] = rad.backends()["auto"]
     for mod in ("numba", "numba_cuda", "cupy", "jax", "numpy"):
         try:
             info[mod] = __import__(mod).__version__
