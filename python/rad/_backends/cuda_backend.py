@@ -82,6 +82,9 @@ _WORDS = BLOCK // 32  # bitmap words per DepRound block
 _SLOTS = 64 if SIMULATOR else 1024  # shared-memory bin cache of the histogram kernel (36 KB)
 _UMAX = np.uint64(np.iinfo(np.uint64).max)
 
+#: Kernels are cached on disk (compiled once per GPU architecture, not at every start).
+_kernel = cuda.jit(cache=True)
+
 if SIMULATOR:  # the simulator's libdevice is a stub; Python floats round each product anyway
 
     @cuda.jit(device=True)
@@ -203,7 +206,7 @@ def _cpu() -> Any:
 # ------------------------------------------------------------------ conversions
 
 
-@cuda.jit
+@_kernel
 def _cast_kernel(src, dst):
     start = cuda.grid(1)
     for i in range(start, src.shape[0], cuda.gridsize(1)):
@@ -221,7 +224,7 @@ def device_copy(x: Any, dtype: Any) -> Any:
 # ------------------------------------------------------------------ validation pass
 
 
-@cuda.jit
+@_kernel
 def _first_invalid_kernel(x, hi_val, out):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -241,7 +244,7 @@ def first_invalid(x: Any, threads: int) -> int:
     return -1 if i >= n else i
 
 
-@cuda.jit
+@_kernel
 def _max_bits_kernel(raw, sign, out):
     best = cuda.shared.array(1, np.uint64)
     if cuda.threadIdx.x == 0:
@@ -282,7 +285,7 @@ def _bin_add(cnt, hh, gg, mnbits, b, c, r, gr, u):
     cuda.atomic.min(mnbits, b, u)
 
 
-@cuda.jit
+@_kernel
 def _histogram_kernel(g, raw, sign, losses, has_losses, w, hi_val, nbits, shift, pshift, prefix,
                       cnt, hh, gg, mnbits, bad):
     """One radix level, with a shared-memory cache of bins per CUDA block.
@@ -339,7 +342,7 @@ def _histogram_kernel(g, raw, sign, losses, has_losses, w, hi_val, nbits, shift,
             _bin_add(cnt, hh, gg, mnbits, t, scnt[j], sh[j], sg[j], smn[j])
 
 
-@cuda.jit
+@_kernel
 def _fill_kernel(x, value):
     start = cuda.grid(1)
     for i in range(start, x.shape[0], cuda.gridsize(1)):
@@ -355,7 +358,7 @@ def _full(n: int, value: Any, dtype: Any) -> Any:
     return out
 
 
-@cuda.jit
+@_kernel
 def _gather_kernel(g, raw, sign, losses, has_losses, w, shift, key, pos, idx, vals, avals):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -428,7 +431,7 @@ def bit_gather(gains, losses, w, shift, key, count, threads):
 _FINE = _radix.FINE
 
 
-@cuda.jit
+@_kernel
 def _take_kernel(x, idx, out):
     i = cuda.grid(1)
     if i < idx.shape[0]:
@@ -452,7 +455,7 @@ class _Sampled:
         return out.copy_to_host()
 
 
-@cuda.jit
+@_kernel
 def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ulo, sh,
                     cnt, hh, gg, mnbits, scal, icnt):
     """The bracket's single pass over the pool.
@@ -548,7 +551,7 @@ def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, u
         cuda.atomic.min(icnt, 3, bcnt[3])
 
 
-@cuda.jit
+@_kernel
 def _bracket_gather_kernel(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, pos, idx, vals, avals):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -660,7 +663,7 @@ def threshold_levels(gains, losses, w, m, threads):
 # ------------------------------------------------------------------ canonical sums
 
 
-@cuda.jit
+@_kernel
 def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, mins):
     """Thread (block, lane): lane-sequential sums, lanes combined in the canonical tree."""
     sh = cuda.shared.array(_TPB, np.float64)
@@ -737,7 +740,7 @@ def support_sums(gains, losses, w, tau, threads):
 # ----------------------------------------------------------------- probabilities
 
 
-@cuda.jit
+@_kernel
 def _materialize_kernel(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, out):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -756,7 +759,7 @@ def materialize(gains, losses, w, params: Params, threads):
     return out
 
 
-@cuda.jit
+@_kernel
 def _stats_kernel(g, raw, sign, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, count, mnbits):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -815,7 +818,7 @@ def _set_bit(bits, i):
     bits[i >> 5] |= np.uint32(1) << np.uint32(i & 31)
 
 
-@cuda.jit
+@_kernel
 def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, n, chunk_tot, bits,
                   taken_count):
     """Phase 1 of DepRound, one thread per chunk of 8.
@@ -885,7 +888,7 @@ def _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, c
     return -1
 
 
-@cuda.jit
+@_kernel
 def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, key, stream, own_stream,
                   nblk, n, chunk_tot, bits, taken_count, left_idx, left_mass):
     """Phase 2 of DepRound, one thread per block: round_sequence of rad._backends.canonical.
@@ -1013,14 +1016,14 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     left_mass[blk] = cum - k
 
 
-@cuda.jit
+@_kernel
 def _mark_kernel(bits, idx):
     i = cuda.grid(1)
     if i < idx.shape[0]:
         _set_bit(bits, idx[i])
 
 
-@cuda.jit
+@_kernel
 def _compact_kernel(bits, offsets, nblk, n, out):
     blk = cuda.grid(1)
     if blk >= nblk:
@@ -1038,7 +1041,7 @@ def _compact_kernel(bits, offsets, nblk, n, out):
                 o += 1
 
 
-@cuda.jit
+@_kernel
 def _popcount_kernel(bits, nblk, counts):
     blk = cuda.grid(1)
     if blk >= nblk:
