@@ -18,7 +18,7 @@ import numpy as np
 from rad._backends.contract import Kernels
 from rad._backends.params import Params
 
-__all__ = ["CHUNK", "ChunkFn", "ChunkedPool", "chunk_sum", "parallel_map", "q_from_array"]
+__all__ = ["CHUNK", "ChunkFn", "ChunkedPool", "chunk_sum", "parallel_fold", "parallel_map", "q_from_array"]
 
 #: Points per chunk of the streaming passes (about 16 MB per float64 temporary).
 CHUNK = 1 << 21
@@ -27,6 +27,7 @@ CHUNK = 1 << 21
 ChunkFn = Callable[[int, int], np.ndarray]
 
 _T = TypeVar("_T")
+_A = TypeVar("_A")
 
 
 class ChunkedPool:
@@ -111,3 +112,25 @@ def parallel_map(fn: Callable[[int, int], _T], ranges: list[tuple[int, int]], wo
         return [fn(lo, hi) for lo, hi in ranges]
     with ThreadPoolExecutor(max_workers=workers) as ex:
         return list(ex.map(lambda r: fn(*r), ranges))
+
+
+def parallel_fold(
+    fn: Callable[[int, int], _T], ranges: list[tuple[int, int]], workers: int, fold: Callable[[_A | None, _T], _A]
+) -> _A | None:
+    """Fold ``fn``'s chunk results in chunk order, holding at most ``workers`` of them.
+
+    ``fold(acc, part)`` gets ``acc = None`` for the first chunk. The order of the folds is
+    the order of ``ranges`` whatever the thread count, so sums come out bit-identical; the
+    memory is bounded by ``workers`` chunk results (a per-chunk histogram is 0.5 MiB, so
+    keeping every chunk's, as a plain map would, costs gigabytes for small chunks).
+    """
+    acc: _A | None = None
+    if workers <= 1 or len(ranges) <= 1:
+        for lo, hi in ranges:
+            acc = fold(acc, fn(lo, hi))
+        return acc
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        for start in range(0, len(ranges), workers):
+            for part in ex.map(lambda r: fn(*r), ranges[start : start + workers]):
+                acc = fold(acc, part)
+    return acc

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from rad.verify.chunked import ChunkFn, chunk_sum, parallel_map
+from rad.verify.chunked import ChunkFn, chunk_sum, parallel_fold, parallel_map
 
 __all__ = [
     "COLLECT",
@@ -176,10 +176,9 @@ def weighted_select(
                 [np.bincount(d, weights=q[sel], minlength=_NBINS) for q in e],
             )
 
-        parts = parallel_map(hist, ranges, workers)
-        cn = np.sum([p[0] for p in parts], axis=0)
-        cw = np.sum([p[1] for p in parts], axis=0)
-        ce = [np.sum([p[2][i] for p in parts], axis=0) for i in range(n_extra)]
+        folded = parallel_fold(hist, ranges, workers, _add_histograms)
+        assert folded is not None  # ranges is never empty
+        cn, cw, ce = folded
         desc = np.cumsum(cw[::-1])  # weight of digits >= NBINS-1-j
         j = int(np.searchsorted(desc, k - w_above, side="left"))
         nz = np.flatnonzero(cn)
@@ -307,12 +306,9 @@ def select_top(
                 at,
             )
 
-        parts = parallel_map(hist, ranges, workers)
-        cnt = np.sum([p[0] for p in parts], axis=0)
-        sums = np.sum([p[1] for p in parts], axis=0)
-        vmin = min(p[2] for p in parts)
-        vmax = max(p[3] for p in parts)
-        at_max = sum(p[4] for p in parts if p[3] == vmax)
+        top_fold = parallel_fold(hist, ranges, workers, _add_top_histograms)
+        assert top_fold is not None  # ranges is never empty
+        cnt, sums, vmin, vmax, at_max = top_fold
         need = r - above
         if at_max >= need:  # the bucket's largest value fills the rest exactly
             return Top(math.fsum(above_parts) + (k - above) * vmax, vmax, float(above))
@@ -342,6 +338,26 @@ def select_top(
     above += int(big.shape[0])
     above_parts.append(chunk_sum(big))
     return Top(math.fsum(above_parts) + (k - above) * t, t, float(above))
+
+
+_Hist = tuple[np.ndarray, np.ndarray, list[np.ndarray]]
+_TopHist = tuple[np.ndarray, np.ndarray, float, float, int]
+
+
+def _add_histograms(acc: _Hist | None, part: _Hist) -> _Hist:
+    """Chunk histograms (counts, weights, extra sums) added in chunk order."""
+    if acc is None:
+        return part
+    return acc[0] + part[0], acc[1] + part[1], [a + b for a, b in zip(acc[2], part[2])]
+
+
+def _add_top_histograms(acc: _TopHist | None, part: _TopHist) -> _TopHist:
+    """Counts and sums added in chunk order; the range and the multiplicity of its top."""
+    if acc is None:
+        return part
+    cmax = max(acc[3], part[3])
+    at = (acc[4] if acc[3] == cmax else 0) + (part[4] if part[3] == cmax else 0)
+    return acc[0] + part[0], acc[1] + part[1], min(acc[2], part[2]), cmax, at
 
 
 def _key(x: float) -> int:
