@@ -7,8 +7,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -88,6 +93,59 @@ Params make_params(const ParamTuple& t) {
     return p;
 }
 
+// Long kernels stay interruptible: for pools of 2^22 points or more the kernel runs on a
+// worker thread while this (the calling, GIL-holding) thread waits in 50 ms slices with the
+// GIL released and asks Python for pending signals in between. On Ctrl-C the kernels'
+// cancel flag is set, the worker stops at its next check (per block / 2^16 items) and
+// the KeyboardInterrupt propagates; the partial result is discarded.
+template <class F>
+auto interruptible(std::int64_t n, F&& f) -> decltype(f()) {
+    using R = decltype(f());
+    if (n < (std::int64_t{1} << 22)) {
+        py::gil_scoped_release nogil;
+        return f();
+    }
+    rad::cancel_flag().store(false);
+    std::optional<R> result;
+    std::exception_ptr err;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread worker([&] {
+        try {
+            result.emplace(f());
+        } catch (...) {
+            err = std::current_exception();
+        }
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            done = true;
+        }
+        cv.notify_one();
+    });
+    for (;;) {
+        bool finished;
+        {
+            py::gil_scoped_release nogil;
+            std::unique_lock<std::mutex> lk(mu);
+            finished = cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return done; });
+        }
+        if (finished) break;
+        if (PyErr_CheckSignals() != 0) {
+            rad::cancel_flag().store(true);
+            {
+                py::gil_scoped_release nogil;
+                worker.join();
+            }
+            rad::cancel_flag().store(false);
+            throw py::error_already_set();
+        }
+    }
+    worker.join();
+    if (err) std::rethrow_exception(err);
+    return std::move(*result);
+}
+
 py::array_t<std::int64_t> to_array(std::vector<std::int64_t>&& v) {
     auto* heap = new std::vector<std::int64_t>(std::move(v));
     py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<std::int64_t>*>(p); });
@@ -100,8 +158,7 @@ void bind_for(py::module_& m) {
         threads = checked_threads(threads);
         const T* p = x.data();
         const std::int64_t n = x.size();
-        py::gil_scoped_release nogil;
-        return rad::first_invalid(p, n, threads);
+        return interruptible(n, [&] { return rad::first_invalid(p, n, threads); });
     }, py::arg("x").noconvert(), py::arg("threads"));
 
     m.def("argsort", [](Arr<T> x, bool descending, int threads) {
@@ -110,10 +167,10 @@ void bind_for(py::module_& m) {
         py::array_t<std::int64_t> perm(n);
         const T* p = x.data();
         std::int64_t* out = perm.mutable_data();
-        {
-            py::gil_scoped_release nogil;
+        interruptible(n, [&] {
             rad::radix_argsort(p, n, descending, out, threads);
-        }
+            return 0;
+        });
         return perm;
     }, py::arg("x").noconvert(), py::arg("descending"), py::arg("threads"));
 
@@ -126,8 +183,7 @@ void bind_for(py::module_& m) {
         for (std::int64_t i = 0; i < n; ++i) require(pp[i] >= 0 && pp[i] < n, "perm holds an index outside [0, n)");
         const Losses L = make_losses(losses, w);
         const T* gp = g.data();
-        py::gil_scoped_release nogil;
-        auto r = rad::theorem1_scan(gp, L, pp, n, m, threads);
+        auto r = interruptible(n, [&] { return rad::theorem1_scan(gp, L, pp, n, m, threads); });
         return std::make_tuple(r.kstar, r.g_total);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("perm"), py::arg("m"), py::arg("threads"));
 
@@ -137,8 +193,7 @@ void bind_for(py::module_& m) {
         const std::int64_t n = g.size();
         threads = checked_threads(threads);
         check_losses(losses, n);
-        py::gil_scoped_release nogil;
-        auto r = rad::threshold_search(gp, L, n, m, threads);
+        auto r = interruptible(n, [&] { return rad::threshold_search(gp, L, n, m, threads); });
         return std::make_tuple(r.status, r.tau, r.kstar, r.g_total);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"));
 
@@ -152,8 +207,7 @@ void bind_for(py::module_& m) {
         check_losses(losses, n);
         require(lo >= 0 && hi >= 0 && !std::isnan(lo) && !std::isnan(hi), "the bracket must be non-negative");
         const rad::Bracket<T> br{rad::ordered_bits(static_cast<T>(lo)), rad::ordered_bits(static_cast<T>(hi))};
-        py::gil_scoped_release nogil;
-        auto r = rad::threshold_bracketed(gp, L, n, m, threads, br);
+        auto r = interruptible(n, [&] { return rad::threshold_bracketed(gp, L, n, m, threads, br); });
         return std::make_tuple(r.status, r.tau, r.kstar, r.g_total);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"), py::arg("lo"),
        py::arg("hi"));
@@ -163,8 +217,7 @@ void bind_for(py::module_& m) {
         threads = checked_threads(threads);
         const T* p = x.data();
         const std::int64_t n = x.size();
-        py::gil_scoped_release nogil;
-        return rad::stream_sum(p, n, threads);
+        return interruptible(n, [&] { return rad::stream_sum(p, n, threads); });
     }, py::arg("x").noconvert(), py::arg("threads"));
 
     m.def("support_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
@@ -173,8 +226,7 @@ void bind_for(py::module_& m) {
         const std::int64_t n = g.size();
         threads = checked_threads(threads);
         check_losses(losses, n);
-        py::gil_scoped_release nogil;
-        auto r = rad::support_sums(gp, L, n, tau, threads);
+        auto r = interruptible(n, [&] { return rad::support_sums(gp, L, n, tau, threads); });
         return std::make_tuple(r.h, r.g, r.count, r.min_a);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("tau"), py::arg("threads"));
 
@@ -185,10 +237,7 @@ void bind_for(py::module_& m) {
         threads = checked_threads(threads);
         check_losses(losses, n);
         rad::BlockSums r;
-        {
-            py::gil_scoped_release nogil;
-            r = rad::support_block_sums(gp, L, n, tau, threads);
-        }
+        r = interruptible(n, [&] { return rad::support_block_sums(gp, L, n, tau, threads); });
         return std::make_tuple(py::array_t<double>(r.h.size(), r.h.data()), py::array_t<double>(r.g.size(), r.g.data()),
                                py::array_t<std::int64_t>(r.count.size(), r.count.data()),
                                py::array_t<double>(r.min_a.size(), r.min_a.data()));
@@ -203,16 +252,15 @@ void bind_for(py::module_& m) {
         threads = checked_threads(threads);
         check_losses(losses, n);
         rad::BlockPhase ph;
-        {
-            py::gil_scoped_release nogil;
-            ph = rad::depround_blocks(
+        ph = interruptible(n, [&] {
+            return rad::depround_blocks(
                 n, offset, first_stream, key, threads,
                 [&](std::int64_t i) {
                     const double gi = gp[i];
                     return rad::probability(gi, L.at(i, gi), P);
                 },
                 [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); });
-        }
+        });
         py::array_t<std::int64_t> idx(ph.left.size());
         py::array_t<double> mass(ph.left.size());
         for (size_t j = 0; j < ph.left.size(); ++j) {
@@ -230,8 +278,7 @@ void bind_for(py::module_& m) {
         const std::int64_t n = g.size();
         threads = checked_threads(threads);
         check_losses(losses, n);
-        py::gil_scoped_release nogil;
-        return rad::support_stats(gp, L, n, P, threads);
+        return interruptible(n, [&] { return rad::support_stats(gp, L, n, P, threads); });
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("threads"));
 
     m.def("materialize", [](Arr<T> g, OptLosses losses, double w, ParamTuple params, int threads) {
@@ -243,10 +290,10 @@ void bind_for(py::module_& m) {
         py::array_t<double> out(n);
         const T* gp = g.data();
         double* op = out.mutable_data();
-        {
-            py::gil_scoped_release nogil;
+        interruptible(n, [&] {
             rad::materialize(gp, L, n, P, op, threads);
-        }
+            return 0;
+        });
         return out;
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("threads"));
 
@@ -260,16 +307,15 @@ void bind_for(py::module_& m) {
         check_losses(losses, n);
         check_budget(b, n);
         std::vector<std::int64_t> out;
-        {
-            py::gil_scoped_release nogil;
-            out = rad::depround(
+        out = interruptible(n, [&] {
+            return rad::depround(
                 n, b, key, threads,
                 [&](std::int64_t i) {
                     const double gi = gp[i];
                     return rad::probability(gi, L.at(i, gi), P);
                 },
                 [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); });
-        }
+        });
         return to_array(std::move(out));
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("b"),
        py::arg("key"), py::arg("threads"));
@@ -287,10 +333,7 @@ PYBIND11_MODULE(_core, m) {
         const std::int64_t n = q.size();
         check_budget(b, n);
         std::vector<std::int64_t> out;
-        {
-            py::gil_scoped_release nogil;
-            out = rad::depround(n, b, key, threads, [&](std::int64_t i) { return qp[i]; });
-        }
+        out = interruptible(n, [&] { return rad::depround(n, b, key, threads, [&](std::int64_t i) { return qp[i]; }); });
         return to_array(std::move(out));
     }, py::arg("q").noconvert(), py::arg("b"), py::arg("key"), py::arg("threads"));
     m.def("capped_eval", [](Arr<double> g_g, Arr<double> a_g, Arr<std::int64_t> ends_g, Arr<double> l_l,
@@ -304,8 +347,7 @@ PYBIND11_MODULE(_core, m) {
         const double *gg = g_g.data(), *ag = a_g.data(), *ll = l_l.data(), *al = a_l.data();
         const std::int64_t *eg = ends_g.data(), *el = ends_l.data();
         const std::int64_t neg = ends_g.size(), nel = ends_l.size();
-        py::gil_scoped_release nogil;
-        auto r = rad::capped_eval(gg, ag, eg, neg, ll, al, el, nel, n, nu, b, m, threads);
+        auto r = interruptible(n, [&] { return rad::capped_eval(gg, ag, eg, neg, ll, al, el, nel, n, nu, b, m, threads); });
         return std::make_tuple(r.value, r.slope, r.fill_loss, r.cut, r.resid, r.group_total);
     });
     m.attr("BLOCK") = rad::kBlock;

@@ -3,6 +3,7 @@
 // block totals summed sequentially. Results do not depend on the thread count.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +33,15 @@ inline int thread_id() {
 #endif
 }
 
+// Cooperative cancellation (Ctrl-C): the bindings run long kernels on a worker thread and
+// set this flag when Python reports a signal; kernels check it once per block (or per
+// 2^16 items) and stop early. A cancelled kernel's result is discarded by the caller.
+inline std::atomic<bool>& cancel_flag() {
+    static std::atomic<bool> flag{false};
+    return flag;
+}
+inline bool cancelled() { return cancel_flag().load(std::memory_order_relaxed); }
+
 // Run body(block) for every block, on up to `threads` threads.
 template <class Body>
 void for_each_block(std::int64_t n, int threads, Body&& body) {
@@ -39,7 +49,8 @@ void for_each_block(std::int64_t n, int threads, Body&& body) {
 #ifdef RAD_HAVE_OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads)) if (nb > 1 && threads > 1)
 #endif
-    for (std::int64_t blk = 0; blk < nb; ++blk) body(blk);
+    for (std::int64_t blk = 0; blk < nb; ++blk)
+        if (!cancelled()) body(blk);
 }
 
 // Canonical sums of K quantities: per-block sequential totals, then offsets.

@@ -57,6 +57,7 @@ void radix_argsort(const T* values, std::int64_t n, bool descending, std::int64_
     std::int64_t* idst = i1.data();
     std::vector<std::int64_t> hist(static_cast<size_t>(nt) * kRadix);
     for (int pass = 0; pass < kPasses; ++pass) {
+        if (cancelled()) return;
         const int shift = pass * kBits;
         std::fill(hist.begin(), hist.end(), 0);
 #ifdef RAD_HAVE_OPENMP
@@ -66,7 +67,10 @@ void radix_argsort(const T* values, std::int64_t n, bool descending, std::int64_
             std::int64_t lo, hi;
             chunk(t, lo, hi);
             std::int64_t* h = &hist[static_cast<size_t>(t) * kRadix];
-            for (std::int64_t i = lo; i < hi; ++i) ++h[(ksrc[i] >> shift) & (kRadix - 1)];
+            for (std::int64_t i = lo; i < hi; ++i) {
+                if ((i & 0xFFFF) == 0 && cancelled()) break;
+                ++h[(ksrc[i] >> shift) & (kRadix - 1)];
+            }
         }
         // Skip a pass whose digit is the same everywhere (common for the high bits).
         bool trivial = false;
@@ -93,6 +97,7 @@ void radix_argsort(const T* values, std::int64_t n, bool descending, std::int64_
             chunk(t, lo, hi);
             std::int64_t* h = &hist[static_cast<size_t>(t) * kRadix];
             for (std::int64_t i = lo; i < hi; ++i) {
+                if ((i & 0xFFFF) == 0 && cancelled()) break;
                 const std::int64_t dst = h[(ksrc[i] >> shift) & (kRadix - 1)]++;
                 kdst[dst] = ksrc[i];
                 idst[dst] = isrc[i];

@@ -78,6 +78,7 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
             HistBin* h = &hist[static_cast<size_t>(t) * kBins];
             const std::int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
             for (std::int64_t i = lo; i < hi; ++i) {
+                if ((i & 0xFFFF) == 0 && cancelled()) break;
                 const T v = g[i];
                 if (all && !(v >= T(0) && v <= std::numeric_limits<T>::max())) {
                     bad = true;
@@ -405,6 +406,7 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
     };
     std::int64_t i = lo;
     for (; i + kRun <= hi; i += kRun) {
+        if (((i - lo) & 0xFFFF) == 0 && cancelled()) break;
         std::uint64_t in = 0;
         for (int q = 0; q < kRun; q += 8) {
             in |= static_cast<std::uint64_t>(step(i + q, t0, h0, s0, m0, a0, b0)) << q;
@@ -557,6 +559,7 @@ ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double
             parts[t].emplace_back(gi, gi + L.at(p, gi));
         };
         for (; i + kRun <= hi; i += kRun) {
+            if (((i - lo) & 0xFFFF) == 0 && cancelled()) break;
             int hit = 0;
             for (int j = 0; j < kRun; ++j) {
                 const U u = ordered_bits(g[i + j]);
