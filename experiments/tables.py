@@ -42,6 +42,8 @@ def main(path: str, plots: bool = False) -> None:
     print("\n### endpoint: mean accuracy over rounds 1..T (mean ± std over seeds)\n")
     for s, d in ep.items():
         v = np.array(list(d.values()))
+        if v.size < 2:
+            continue
         print(f"| {s} | {v.mean():.4f} ± {v.std(ddof=1):.4f} |")
     print("\n### teacher accuracy on the selected inputs\n")
     print(summarize(res, "teacher_acc_selected", 3))

@@ -47,7 +47,7 @@ def plot_accuracy_vs_queries(result: dict[str, Any], path: str) -> str:
     """Student test accuracy vs soft labels queried (Fig. 3 shape), with the controls."""
     plt = _plt()
     rows = result["rows"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fig, ax = plt.subplots(figsize=(9, 4.8))
     b, rounds = int(result["config"]["b"]), int(result["config"]["rounds"])
     for s in dict.fromkeys(r["strategy"] for r in rows):
         if s == "full_pool":
@@ -66,14 +66,12 @@ def plot_accuracy_vs_queries(result: dict[str, Any], path: str) -> str:
         ax.axhline(full.mean(), color="tab:green", ls="-.", lw=1,
                    label=f"full pool distilled (upper bound) {full.mean():.3f}")
     teacher = np.array([info["teacher_test_acc"] for info in result["seeds"].values()])
-    ax.axhline(teacher.mean(), color="tab:red", ls="-.", lw=1,
-               label=f"teacher {teacher.mean():.3f}")
     ax.set_xlim(-0.02 * b * rounds, b * rounds * 1.02)
     ax.set_xlabel("soft labels queried")
     ax.set_ylabel("student test accuracy")
-    ax.set_title(_title(result), fontsize=10)
+    ax.set_title(_title(result) + f"; teacher {teacher.mean():.3f}", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
