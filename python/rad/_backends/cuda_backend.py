@@ -1,3 +1,6 @@
+# mypy: disallow-untyped-defs=False, disallow-untyped-calls=False, disallow-incomplete-defs=False
+# mypy: disallow-any-generics=False, warn-return-any=False
+# (numba kernels are typed by numba when they compile: the same relaxations as numba_backend)
 """The CUDA backend: sort-free search, canonical sums and streaming DepRound on the GPU.
 
 GPU kernels written with numba-cuda (the ``[cuda]`` extra).
@@ -47,7 +50,7 @@ from typing import Any
 
 import numpy as np
 from numba import config as _nb_config
-from numba import cuda
+from numba import cuda as _numba_cuda
 
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK, CERTAIN, CHUNK, LANES
@@ -56,7 +59,9 @@ from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2, stream_state
 
 __all__ = ["SIMULATOR", "SORTFREE", "has_openmp", "name"]
 
-SIMULATOR = bool(_nb_config.ENABLE_CUDASIM)
+#: numba.cuda (its thread indexing and atomics exist only inside kernels: Any for mypy).
+cuda: Any = _numba_cuda
+SIMULATOR = bool(getattr(_nb_config, "ENABLE_CUDASIM", 0))
 if not cuda.is_available():
     raise ImportError(
         "no CUDA GPU is visible to numba-cuda (numba.cuda.is_available() is False): the 'cuda' "
@@ -1102,8 +1107,8 @@ def _merge_round(masses: np.ndarray, key: int) -> tuple[list[int], int]:
     bits, _, li, _ = _round_blocks(dm, _dummy(), False, 0.0, dm, True, _NO_PARAMS, key, MERGE_STREAM,
                                    masses.shape[0])
     words = bits.copy_to_host()
-    taken = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: masses.shape[0]])
-    return taken.tolist(), int(li[0])
+    marked = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: masses.shape[0]])
+    return [int(i) for i in marked], int(li[0])
 
 
 def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
