@@ -11,6 +11,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -94,54 +95,105 @@ Params make_params(const ParamTuple& t) {
 }
 
 // Long kernels stay interruptible: for pools of 2^22 points or more the kernel runs on a
-// worker thread while this (the calling, GIL-holding) thread waits in 50 ms slices with the
-// GIL released and asks Python for pending signals in between. On Ctrl-C the kernels'
-// cancel flag is set, the worker stops at its next check (per block / 2^16 items) and
-// the KeyboardInterrupt propagates; the partial result is discarded.
+// persistent worker thread (one for the process, so its OpenMP team is reused) while the
+// calling, GIL-holding thread waits in 50 ms slices with the GIL released and asks Python
+// for pending signals in between. On Ctrl-C the kernels' cancel flag is set, the worker
+// stops at its next check (per block / 2^16 items) and KeyboardInterrupt propagates; the
+// partial result is discarded. A call that finds the worker busy (another Python thread)
+// runs inline.
+class Worker {
+   public:
+    static Worker& get() {
+        static Worker* w = new Worker();  // never destroyed: no join at interpreter exit
+        return *w;
+    }
+    bool try_claim() {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (busy_) return false;
+        busy_ = true;
+        return true;
+    }
+    void submit(std::function<void()> job) {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            job_ = std::move(job);
+            done_ = false;
+        }
+        cv_.notify_all();
+    }
+    bool wait_for(std::chrono::milliseconds d) {
+        std::unique_lock<std::mutex> lk(mu_);
+        return cv_.wait_for(lk, d, [&] { return done_; });
+    }
+    void release() {
+        std::lock_guard<std::mutex> lk(mu_);
+        busy_ = false;
+    }
+
+   private:
+    Worker() : thread_([this] { loop(); }) { thread_.detach(); }
+    void loop() {
+        for (;;) {
+            std::function<void()> job;
+            {
+                std::unique_lock<std::mutex> lk(mu_);
+                cv_.wait(lk, [&] { return static_cast<bool>(job_); });
+                job = std::move(job_);
+                job_ = nullptr;
+            }
+            job();
+            {
+                std::lock_guard<std::mutex> lk(mu_);
+                done_ = true;
+            }
+            cv_.notify_all();
+        }
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::function<void()> job_;
+    bool done_ = true, busy_ = false;
+    std::thread thread_;
+};
+
 template <class F>
 auto interruptible(std::int64_t n, F&& f) -> decltype(f()) {
     using R = decltype(f());
-    if (n < (std::int64_t{1} << 22)) {
+    Worker& w = Worker::get();
+    if (n < (std::int64_t{1} << 22) || !w.try_claim()) {
         py::gil_scoped_release nogil;
         return f();
     }
     rad::cancel_flag().store(false);
     std::optional<R> result;
     std::exception_ptr err;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::thread worker([&] {
+    w.submit([&] {
         try {
             result.emplace(f());
         } catch (...) {
             err = std::current_exception();
         }
-        {
-            std::lock_guard<std::mutex> lk(mu);
-            done = true;
-        }
-        cv.notify_one();
     });
     for (;;) {
         bool finished;
         {
             py::gil_scoped_release nogil;
-            std::unique_lock<std::mutex> lk(mu);
-            finished = cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return done; });
+            finished = w.wait_for(std::chrono::milliseconds(50));
         }
         if (finished) break;
         if (PyErr_CheckSignals() != 0) {
             rad::cancel_flag().store(true);
             {
                 py::gil_scoped_release nogil;
-                worker.join();
+                while (!w.wait_for(std::chrono::milliseconds(50))) {
+                }
             }
             rad::cancel_flag().store(false);
+            w.release();
             throw py::error_already_set();
         }
     }
-    worker.join();
+    w.release();
     if (err) std::rethrow_exception(err);
     return std::move(*result);
 }
