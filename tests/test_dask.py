@@ -128,3 +128,27 @@ def test_missing_dask_is_a_clear_error() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "pip install 'robust-active-distillation[dask]'" in out
+
+
+def test_extreme_and_odd_inputs_like_select(client) -> None:
+    """Issue 14: subnormal and near-overflow gains (rad.solve rescales them; the chunks are
+    rounded with the same scaling), NaN refused even at b = 0, big-endian arrays accepted."""
+    n = BLOCK + 5
+    rng = np.random.default_rng(3)
+    base = rng.random(n) + 0.01
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for g in (base * 1e-310, np.full(n, 5e-324), np.full(n, 1.7e308), base * 1e308):
+            idx = rd.select(da.from_array(g, chunks=BLOCK), 0.3 * n, 40, rng=2)
+            assert idx.shape == (40,) and np.all(np.diff(idx) > 0)
+            np.testing.assert_array_equal(idx, rad.select(g, 0.3 * n, 40, rng=2))
+    bad = base.copy()
+    bad[7] = np.nan
+    for b in (0, 3):
+        with pytest.raises(ValueError, match=r"gains\[7\]"):
+            rd.select(da.from_array(bad, chunks=BLOCK), 10.0, b, rng=0)
+    big = base.astype(">f8")
+    np.testing.assert_array_equal(
+        rd.select(da.from_array(big, chunks=BLOCK), 10.0, 5, rng=1), rad.select(big, 10.0, 5, rng=1)
+    )
+    assert rd.solve(da.from_array(big, chunks=BLOCK), 10.0, 5).value == rad.solve(base, 10.0, 5).value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -129,3 +130,28 @@ def test_single_point_pool() -> None:
     assert rad.select(np.array([0.7]), 0.0, 1).tolist() == [0]
     assert rad.select(np.array([0.7]), 1.0, 0).tolist() == []
     assert rad.solve(np.array([0.7]), 0.5, 1).k_star == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_threshold_is_never_negative_zero(backend: str) -> None:
+    """[0, -0.0]: C++ said 0.0 and the others -0.0 (issue 14); now +0.0 everywhere."""
+    for b in (1, 2):
+        t = rad.solve(np.array([0.0, -0.0]), 0.5, b, backend=backend).threshold
+        assert t == 0.0 and math.copysign(1.0, t) == 1.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gains_near_the_float64_maximum(backend: str) -> None:
+    """1.7e308 raised 'math range error' and 1e308 returned inf silently (issue 14): the game
+    is solved on gains scaled by a power of two; a value beyond float64 is inf with a warning."""
+    n = 1000
+    with pytest.warns(RuntimeWarning, match="too large for float64"):
+        sol = rad.solve(np.full(n, 1.7e308), 10.0, 5, backend=backend)
+    assert sol.value == math.inf and sol.scale_exponent < 0
+    np.testing.assert_allclose(sol.probabilities(), np.full(n, 5 / n))
+    idx = rad.select(np.full(n, 1.7e308), 10.0, 5, rng=0, backend=backend)
+    assert idx.shape == (5,) and np.all(np.diff(idx) > 0)
+    # b = 1 fits: Theorem 1's closed form (n - (1 + w) m) / ((1 + w) H), H = n / ((1 + w) g)
+    w = 1 - 10.0 / n
+    expected = (n - (1 + w) * 10.0) / n * 1e308
+    assert abs(rad.solve(np.full(n, 1e308), 10.0, 1, backend=backend).value / expected - 1) < 1e-12

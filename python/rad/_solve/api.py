@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from rad._backends import get_backend
 from rad._backends.rng import RNG, key_from_rng
 from rad._backends.threads import resolve_threads
-from rad._solve.batch import solve_game
+from rad._solve.batch import ValueOverflowWarning, solve_game
 from rad._solve.device import select_device, solve_device
 from rad._solve.game import resolve_game
 from rad._solve.solution import Solution
@@ -115,7 +116,9 @@ def select(
         return select_device(game, key, as_numpy=as_numpy, template=gains)  # type: ignore[no-any-return]
     if game.b == 0:
         return np.zeros(0, dtype=np.int64)
-    sol = solve_game(game)
+    with warnings.catch_warnings():  # the value is not returned here: its overflow is moot
+        warnings.simplefilter("ignore", ValueOverflowWarning)
+        sol = solve_game(game)
     # sol.gains/losses are the game's arrays, or their power-of-two rescaled copies.
     return game.backend.depround_params(
         sol.gains, sol.losses, game.kernel_w, sol.params, game.b, key, game.threads

@@ -26,11 +26,16 @@ from rad._solve.game import Game
 from rad._solve.solution import NetHarmWarning, Solution
 from rad._solve.validation import check_values
 
-__all__ = ["solve_game"]
+__all__ = ["ValueOverflowWarning", "solve_game"]
 
 #: A boundary group whose share of the budget is below this (relative to ``b``) is
 #: floating-point residue at a breakpoint of ``F``, not a real fractional item.
 _SNAP = 1e-11
+
+
+class ValueOverflowWarning(RuntimeWarning):
+    """The game's value does not fit in float64 (gains near its maximum): ``inf`` is
+    returned; the probabilities are exact. :func:`rad.select` does not report it."""
 
 
 class _Overflow(ArithmeticError):
@@ -104,13 +109,14 @@ def _rescaled(game: Game, e: int) -> Solution:
     g2 = np.ldexp(np.asarray(game.gains, dtype=np.float64), e)
     l2 = None if game.losses is None else np.ldexp(game.losses, e)
     sol = _solve_game(replace(game, gains=g2, losses=l2))
-    value = float(np.ldexp(sol.value, -e))
+    with np.errstate(over="ignore"):  # an overflow is reported below, in words
+        value = float(np.ldexp(sol.value, -e))
     if math.isinf(value):
         warnings.warn(
             f"the game's value ({sol.value!r} * 2**{-e}) is too large for float64 and is "
             "returned as inf; the probabilities are exact (solved on the gains times "
             f"2**{e}: Solution.scale_exponent)",
-            RuntimeWarning,
+            ValueOverflowWarning,
             stacklevel=4,
         )
     threshold = float(np.ldexp(sol.threshold, -e)) + 0.0
