@@ -355,11 +355,23 @@ class _DLPackCUDA:
         return (2, 0)
 
 
+class _RaisingCAIOnHost:
+    """A host array whose ``__cuda_array_interface__`` property raises (as JAX's may)."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        raise ValueError("not on a GPU")
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
 def test_device_arrays_are_detected_without_numba() -> None:
     from rad._solve.device import is_device_array
 
     assert is_device_array(_CAI()) and is_device_array(_DLPackCUDA())
     assert not is_device_array(np.zeros(3)) and not is_device_array([0.1, 0.2])
+    assert not is_device_array(_RaisingCAIOnHost())
 
 
 def test_host_entry_points_name_a_device_array() -> None:

@@ -63,18 +63,19 @@ def is_device_array(x: object) -> bool:
     try:
         if hasattr(x, "__cuda_array_interface__"):
             return True
-    except Exception:  # e.g. PyTorch raises for a tensor that requires grad
-        return True
+        refused = False
+    except Exception:  # PyTorch refuses it for a CUDA tensor that requires grad
+        refused = True
     mod = type(x).__module__ or ""
     if mod.startswith("numba") and hasattr(x, "copy_to_host"):  # numba (and simulator) arrays
         return True
     dev = getattr(x, "__dlpack_device__", None)
-    if callable(dev):
+    if callable(dev):  # the device type decides (a host array whose CAI property raised is host)
         try:
             return int(dev()[0]) in _CUDA_DLPACK
         except Exception:
-            return False
-    return False
+            return refused
+    return refused
 
 
 def _cuda_module() -> Any:
