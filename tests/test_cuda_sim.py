@@ -192,6 +192,12 @@ def host_fallbacks_match_numpy() -> None:
     assert any(r.category is DeviceFallbackWarning for r in rec)
     assert np.array_equal(got, rad.select(huge, 80.0, 5, rng=4, backend="numpy"))
     assert sol.value == rad.solve(huge, 80.0, 5, backend="numpy").value
+    top = np.full(300, 1.7e308)  # a value beyond float64: select says nothing of it, as on the host
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = rad.select(cuda.to_device(top), 0.0, 5, rng=4, as_numpy=True)
+    assert {r.category.__name__ for r in rec} <= {"DeviceFallbackWarning"}, [str(r.message) for r in rec]
+    assert np.array_equal(got, rad.select(top, 0.0, 5, rng=4, backend="numpy"))
 
 
 @check

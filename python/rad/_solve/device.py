@@ -325,7 +325,11 @@ def select_device(game: Any, key: int, *, as_numpy: bool = False, template: obje
     if game.b == 0:
         out = np.zeros(0, dtype=np.int64)
         return out if as_numpy else like_input(_cuda_module().to_device(out), template)
-    sol, solved = solve_device(game)
+    from rad._solve.batch import ValueOverflowWarning
+
+    with warnings.catch_warnings():  # as rad.select on the host: the value is not returned
+        warnings.simplefilter("ignore", ValueOverflowWarning)
+        sol, solved = solve_device(game)
     if solved is game or sol.scale_exponent == 0:
         # params hold for the caller's arrays: round on the device (same bits as the host)
         idx = game.backend.depround_params(game.gains, game.losses, game.kernel_w, sol.params, game.b, key,
