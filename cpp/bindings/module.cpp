@@ -161,10 +161,19 @@ auto interruptible(std::int64_t n, F&& f) -> decltype(f()) {
     using R = decltype(f());
     Worker& w = Worker::get();
     if (n < (std::int64_t{1} << 22) || !w.try_claim()) {
+        // Inline; if another call's cancellation overlapped this run (the flag is global),
+        // run again once it is lowered: a result is never a cancelled one.
         py::gil_scoped_release nogil;
-        return f();
+        for (;;) {
+            const std::uint64_t e0 = rad::cancel_epoch().load();
+            if (rad::cancelled()) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                continue;
+            }
+            R r = f();
+            if (!rad::cancelled() && rad::cancel_epoch().load() == e0) return r;
+        }
     }
-    rad::cancel_flag().store(false);
     std::optional<R> result;
     std::exception_ptr err;
     w.submit([&] {
@@ -183,12 +192,14 @@ auto interruptible(std::int64_t n, F&& f) -> decltype(f()) {
         if (finished) break;
         if (PyErr_CheckSignals() != 0) {
             rad::cancel_flag().store(true);
+            ++rad::cancel_epoch();
             {
                 py::gil_scoped_release nogil;
                 while (!w.wait_for(std::chrono::milliseconds(50))) {
                 }
             }
             rad::cancel_flag().store(false);
+            ++rad::cancel_epoch();
             w.release();
             throw py::error_already_set();
         }

@@ -41,6 +41,11 @@ inline std::atomic<bool>& cancel_flag() {
     return flag;
 }
 inline bool cancelled() { return cancel_flag().load(std::memory_order_relaxed); }
+// Bumped whenever the flag is raised or lowered: a kernel run that saw no change ran whole.
+inline std::atomic<std::uint64_t>& cancel_epoch() {
+    static std::atomic<std::uint64_t> epoch{0};
+    return epoch;
+}
 
 // Run body(block) for every block, on up to `threads` threads.
 template <class Body>
