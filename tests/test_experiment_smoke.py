@@ -32,8 +32,8 @@ _SCRIPT = textwrap.dedent("""
     def config(strategies, controls=True, oracle=True):
         return ExperimentConfig(
             dataset="mnist1d", n_samples=1200, test_fraction=0.25, data_dir=data_dir,
-            teacher_model="cnn", teacher_width=16, teacher_steps=40, student_model="mlp",
-            student_width=16, student_steps=25, batch_size=32, strategies=strategies,
+            teacher_model="cnn", teacher_width=16, teacher_steps=20, student_model="mlp",
+            student_width=16, student_steps=10, batch_size=32, strategies=strategies,
             oracle=oracle, controls=controls, rounds={ROUNDS}, b={B}, n_labeled={N_LABELED},
             n_val={N_VAL}, seeds=({SEED},), progress=False)
     t0 = time.perf_counter()
