@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from rad._lazy import lazy_getattr
 
-
 __all__ = [
     "ExperimentConfig",
     "available_strategies",

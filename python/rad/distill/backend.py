@@ -13,8 +13,10 @@ import contextlib
 import logging
 import os
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any
 
 __all__ = ["BACKENDS", "Placement", "backend_name", "no_grad", "pick_distribution_strategy",
            "prepare", "use_backend"]
@@ -56,7 +58,7 @@ def backend_name() -> str:
     _quiet()
     import keras
 
-    return keras.backend.backend()
+    return str(keras.backend.backend())
 
 
 def _quiet() -> None:
@@ -76,7 +78,7 @@ class Placement:
 
     backend: str
     description: str
-    scope: Callable[[], ContextManager[Any]]
+    scope: Callable[[], AbstractContextManager[Any]]
     replicas: int = 1
 
 
@@ -166,7 +168,7 @@ def pick_distribution_strategy(tpu: str | None = None, *, verbose: bool = True) 
 def _keras_version() -> str:
     import keras
 
-    return keras.__version__
+    return str(keras.__version__)
 
 
 @contextlib.contextmanager

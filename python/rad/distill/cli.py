@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rad.distill.loop import ExperimentConfig
 
 __all__ = ["config_from_args", "run_from_args"]
 
@@ -17,9 +20,11 @@ def _read_config(path: str) -> dict[str, Any]:
         import tomllib
 
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            values: dict[str, Any] = tomllib.load(f)
+        return values
     with open(path) as f:
-        return json.load(f)
+        values = json.load(f)
+    return values
 
 
 def _seeds(value: Any) -> list[int]:
@@ -31,7 +36,7 @@ def _seeds(value: Any) -> list[int]:
     return [int(s) for s in text.split(",") if s.strip()]
 
 
-def config_from_args(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     """Build an :class:`ExperimentConfig` from ``--config`` then the explicit flags.
 
     ``--seeds 0,1,2`` lists seeds (``--seeds 10`` means ``0..9``); ``--strategies

@@ -40,10 +40,12 @@ class Dataset:
 
     @property
     def input_shape(self) -> tuple[int, ...]:
+        """Shape of one example."""
         return tuple(self.x_train.shape[1:])
 
 
-def _split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int):
+def _split(x: np.ndarray, y: np.ndarray, test_fraction: float,
+           seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     perm = np.random.default_rng(seed).permutation(len(y))
@@ -99,14 +101,14 @@ def load_dataset(
         x, y = mnist_data()
         x = (np.asarray(x, np.float32) / 255.0).reshape(-1, 28, 28, 1)
         parts = _split(x, np.asarray(y, np.int64), test_fraction, seed)
-        ds = Dataset(name, *parts, num_classes=10)
+        ds = Dataset(name, parts[0], parts[1], parts[2], parts[3], num_classes=10)
     elif name == "digits":
         from sklearn.datasets import load_digits
 
         d = load_digits()
         x = (np.asarray(d.data, np.float32) / 16.0).reshape(-1, 8, 8, 1)
         parts = _split(x, np.asarray(d.target, np.int64), test_fraction, seed)
-        ds = Dataset(name, *parts, num_classes=10)
+        ds = Dataset(name, parts[0], parts[1], parts[2], parts[3], num_classes=10)
     elif name == "mnist1d":
         ds = make_mnist1d(n_samples or 5000, test_fraction=test_fraction, seed=data_seed,
                           cache_dir=data_dir)
@@ -172,7 +174,8 @@ def make_mnist1d(n_samples: int = 5000, *, test_fraction: float = 0.2, seed: int
                    ((xt - mu) / sd).astype(np.float32), yt, num_classes=10)
 
 
-def _load_tfds(name: str, data_dir, image_size: int | None) -> Dataset:
+def _load_tfds(name: str, data_dir: str | os.PathLike[str] | None,
+               image_size: int | None) -> Dataset:
     import keras
 
     if keras.backend.backend() != "tensorflow":
@@ -200,7 +203,7 @@ def _load_tfds(name: str, data_dir, image_size: int | None) -> Dataset:
     splits = {"train": "train", "test": "validation" if name == "imagenet" else "test"}
     size = image_size or (64 if name == "imagenet" else None)
 
-    def arrays(split: str):
+    def arrays(split: str) -> tuple[np.ndarray, np.ndarray]:
         ds = builder.as_dataset(split=split, as_supervised=True)  # no download
         if size is not None:
             ds = ds.map(lambda im, lab: (tf.image.resize(im, (size, size)), lab))

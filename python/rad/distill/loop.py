@@ -43,8 +43,9 @@ import platform
 import sys
 import time
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -197,7 +198,8 @@ class TeacherOracle:
 def _softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    p: np.ndarray = e / e.sum(axis=1, keepdims=True)
+    return p
 
 
 def _estimate_m(teacher_pred: np.ndarray, labels: np.ndarray, pool_size: int,
@@ -214,7 +216,8 @@ def _estimate_m(teacher_pred: np.ndarray, labels: np.ndarray, pool_size: int,
 def _margin_gain(probs: np.ndarray) -> np.ndarray:
     """``1 - (top1 - top2)``: the paper's default gain."""
     part = np.partition(probs, probs.shape[1] - 2, axis=1)
-    return 1.0 - (part[:, -1] - part[:, -2])
+    gain: np.ndarray = 1.0 - (part[:, -1] - part[:, -2])
+    return gain
 
 
 class _Trainer:
@@ -231,7 +234,7 @@ class _Trainer:
         self._models: dict[tuple[str, int], Any] = {}
         self._embed: dict[int, Any] = {}
 
-    def _build(self, role: str, seed: int):
+    def _build(self, role: str, seed: int) -> Any:
         from rad.distill.models import build_model
 
         c = self.cfg
@@ -241,7 +244,7 @@ class _Trainer:
                                depth=getattr(c, f"{role}_depth"),
                                alpha=getattr(c, f"{role}_alpha"), seed=seed)
 
-    def _schedule(self, steps: int):
+    def _schedule(self, steps: int) -> Any:
         import keras
 
         lr = float(self.cfg.learning_rate)
@@ -251,13 +254,13 @@ class _Trainer:
         values = [lr, lr * 1e-1, lr * 1e-2, lr * 1e-3, lr * 5e-4][:len(cuts) + 1]
         return keras.optimizers.schedules.PiecewiseConstantDecay(cuts, values)
 
-    def _loss(self):
+    def _loss(self) -> Callable[[Any, Any], Any]:
         import keras
 
         ops, k = keras.ops, self.k
         temperature, w_lab = float(self.cfg.temperature), float(self.cfg.labeled_weight)
 
-        def distill_loss(y_true, logits):
+        def distill_loss(y_true: Any, logits: Any) -> Any:
             p = y_true[:, :k]
             soft = y_true[:, k]
             t = 1.0 + soft * (temperature - 1.0)          # T on queried points, 1 on labeled
@@ -267,7 +270,7 @@ class _Trainer:
 
         return distill_loss
 
-    def fresh(self, role: str, seed: int, steps: int):
+    def fresh(self, role: str, seed: int, steps: int) -> Any:
         """The role's model with new initial weights (``seed``) and a reset optimizer."""
         import keras
 
@@ -289,7 +292,7 @@ class _Trainer:
                 v.assign(np.zeros(v.shape, dtype=keras.backend.standardize_dtype(v.dtype)))
         return model
 
-    def fit(self, model, x: np.ndarray, targets: np.ndarray, steps: int, seed: Sequence[int]) -> None:
+    def fit(self, model: Any, x: np.ndarray, targets: np.ndarray, steps: int, seed: Sequence[int]) -> None:
         """Exactly ``steps`` Adam steps on minibatches of epoch-wise permutations.
 
         The minibatch order depends only on ``seed`` and ``len(x)``.
@@ -306,7 +309,7 @@ class _Trainer:
             sel = order[s0 * bs:min(steps, s0 + chunk) * bs]
             model.fit(x[sel], t[sel], batch_size=bs, epochs=1, shuffle=False, verbose=0)
 
-    def logits(self, model, x: np.ndarray, chunk: int = 8192) -> np.ndarray:
+    def logits(self, model: Any, x: np.ndarray, chunk: int = 8192) -> np.ndarray:
         """Forward pass in chunks, as float64 NumPy."""
         import keras
 
@@ -318,7 +321,7 @@ class _Trainer:
                 out.append(keras.ops.convert_to_numpy(model(x[i:i + chunk], training=False)))
         return np.concatenate(out).astype(np.float64) if out else np.zeros((0, self.k))
 
-    def embeddings(self, model, x: np.ndarray) -> np.ndarray:
+    def embeddings(self, model: Any, x: np.ndarray) -> np.ndarray:
         from rad.distill.models import embedding_model
 
         emb = self._embed.get(id(model))
@@ -418,7 +421,7 @@ def run_experiment(config: ExperimentConfig, *, teacher: Any = None) -> dict[str
     trainer = _Trainer(cfg, ds.input_shape, k, placement)
     s_steps, t_steps = int(cfg.student_steps), int(cfg.teacher_steps)
 
-    def accuracy(model) -> float:
+    def accuracy(model: Any) -> float:
         return float(np.mean(trainer.logits(model, ds.x_test).argmax(1) == ds.y_test))
 
     for seed in cfg.seeds:
@@ -629,7 +632,7 @@ def save_results(result: dict[str, Any], output_dir: str | os.PathLike[str]) -> 
                 arrays[f"{s}/{kind}/{strat}"] = np.asarray(per_round, np.int32)
     with open(jpath, "w") as f:
         json.dump({**result, "seeds": seeds}, f, indent=1, default=float)
-    np.savez_compressed(os.path.join(output_dir, "arrays.npz"), **arrays)
+    np.savez_compressed(os.path.join(output_dir, "arrays.npz"), **arrays)  # type: ignore[arg-type]
     with open(cpath, "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         wr.writeheader()
@@ -641,7 +644,7 @@ def save_results(result: dict[str, Any], output_dir: str | os.PathLike[str]) -> 
 def load_results(output_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Read what :func:`save_results` wrote (arrays back in ``seeds[s]``)."""
     with open(os.path.join(output_dir, "results.json")) as f:
-        result = json.load(f)
+        result: dict[str, Any] = json.load(f)
     apath = os.path.join(output_dir, "arrays.npz")
     if os.path.exists(apath):
         with np.load(apath) as arr:

@@ -74,8 +74,8 @@ def _image_shape(shape: tuple[int, ...], name: str) -> tuple[int, ...]:
     return shape
 
 
-def _mlp(shape, k, width):
-    from keras import layers, Input, Model
+def _mlp(shape: tuple[int, ...], k: int, width: int) -> Any:
+    from keras import Input, Model, layers
 
     inp = Input(shape)
     h = layers.Flatten()(inp)
@@ -84,8 +84,8 @@ def _mlp(shape, k, width):
     return Model(inp, layers.Dense(k)(h), name="mlp")
 
 
-def _cnn(shape, k, width):
-    from keras import layers, Input, Model
+def _cnn(shape: tuple[int, ...], k: int, width: int) -> Any:
+    from keras import Input, Model, layers
 
     inp = Input(shape)
     if len(shape) == 1:
@@ -106,13 +106,13 @@ def _cnn(shape, k, width):
     return Model(inp, layers.Dense(k)(h), name="cnn")
 
 
-def _resnet_v2(shape, k, depth):
+def _resnet_v2(shape: tuple[int, ...], k: int, depth: int) -> Any:
     """CIFAR ResNet-v2 with pre-activation bottleneck blocks (Keras example layout)."""
-    from keras import layers, Input, Model
+    from keras import Input, Model, layers
 
     n_blocks = (depth - 2) // 9
 
-    def bn_relu(x):
+    def bn_relu(x: Any) -> Any:
         return layers.Activation("relu")(layers.BatchNormalization()(x))
 
     inp = Input(shape)
@@ -135,14 +135,14 @@ def _resnet_v2(shape, k, depth):
     return Model(inp, layers.Dense(k)(x), name=f"resnet{depth}_v2")
 
 
-def _mobilenet(shape, k, alpha):
+def _mobilenet(shape: tuple[int, ...], k: int, alpha: float) -> Any:
     """MobileNet-v1 style depthwise-separable stack with width multiplier ``alpha``.
 
     Fewer stride-2 stages than ImageNet MobileNet so that 28x28 / 32x32 inputs work.
     """
-    from keras import layers, Input, Model
+    from keras import Input, Model, layers
 
-    def ch(c):
+    def ch(c: int) -> int:
         return max(8, int(c * alpha))
 
     inp = Input(shape)

@@ -19,7 +19,7 @@ __all__ = ["make_all_plots", "plot_accuracy_vs_queries", "plot_paired_difference
 _CONTROL_STYLE = {"oracle": dict(color="k", ls=":"), "no_query": dict(color="0.5", ls="--")}
 
 
-def _plt():
+def _plt() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,7 +28,8 @@ def _plt():
     return plt
 
 
-def _series(rows, strategy: str, metric: str, key: str = "queries"):
+def _series(rows: list[dict[str, Any]], strategy: str, metric: str,
+            key: str = "queries") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     xs = sorted({r[key] for r in rows if r["strategy"] == strategy})
     vals = [np.array([r[metric] for r in rows if r["strategy"] == strategy and r[key] == x],
                      dtype=float) for x in xs]

@@ -35,11 +35,12 @@ the margin gain could reach if it knew where the teacher errs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from rad.selectors import PoolState, as_generator, available as _core_available, get_strategy
+from rad.selectors import PoolState, as_generator, get_strategy
+from rad.selectors import available as _core_available
 
 __all__ = ["CONTROLS", "Oracle", "Selection", "UnixKD", "available_strategies",
            "needs_embeddings", "select"]
@@ -78,7 +79,8 @@ class Selection:
     lam: np.ndarray
 
     @classmethod
-    def clean(cls, indices: np.ndarray) -> "Selection":
+    def clean(cls, indices: np.ndarray) -> Selection:
+        """Unmixed inputs: the pool points ``indices`` themselves."""
         idx = np.sort(np.asarray(indices, dtype=np.int64))
         return cls(idx, np.full(idx.size, -1, np.int64), np.zeros(idx.size, np.float32))
 
@@ -140,6 +142,11 @@ class Oracle:
 
     def select(self, pool: PoolState, b: int, rng: Any, *,
                teacher_correct: np.ndarray) -> np.ndarray:
+        """The ``b`` lowest-margin unlabeled points among those with ``teacher_correct``.
+
+        When fewer than ``b`` such points are left, all of them are taken first and the
+        rest by margin among the others.
+        """
         rng = as_generator(rng)
         ok = np.asarray(teacher_correct, dtype=bool).copy()
         ok[pool.excluded] = False

@@ -11,8 +11,9 @@ reported beside it, uncorrected).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     for rank, i in enumerate(order):
         running = max(running, (p.size - rank) * p[i])
         adj[i] = min(1.0, running)
-    return adj.tolist()
+    return [float(v) for v in adj]
 
 
 def _tests(d: np.ndarray) -> tuple[float, float]:
