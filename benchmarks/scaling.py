@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import rad  # noqa: E402
+from rad import _core  # noqa: E402
 from rad._backends import get_backend  # noqa: E402
 from reference import numpy_select, sequential_depround  # noqa: E402
 
@@ -53,12 +54,16 @@ def scale_rows(sizes: list[int], log) -> list[dict]:
         rad.select(g, m, b, rng=0, backend="numba")  # JIT
         row = {"n": n}
         row["np_sum"] = median_time(lambda: np.sum(g), 7)
+        # bandwidth probe: one parallel sum over the same array at the same thread count
+        row["probe_cpp_2threads"] = median_time(lambda: _core.stream_sum(g, 2), 7)
         row["rad"] = median_time(lambda: rad.select(g, m, b, rng=0), 5)
         row["rad_numba"] = median_time(lambda: rad.select(g, m, b, rng=0, backend="numba"), 3)
         row["rad_sorted"] = median_time(lambda: rad.select(g, m, b, rng=0, method="sorted"), 3 if n < 10**8 else 1)
         row["reference"] = median_time(lambda: numpy_select(g, m, b), 3 if n < 10**8 else 2)
         row["rad_vs_reference"] = row["reference"] / row["rad"]
         row["rad_vs_sum"] = row["rad"] / row["np_sum"]
+        row["rad_vs_probe"] = row["rad"] / row["probe_cpp_2threads"]
+        row["numba_vs_probe"] = row["rad_numba"] / row["probe_cpp_2threads"]
         row["numba_vs_cpp"] = row["rad_numba"] / row["rad"]
         log(row)
         rows.append(row)
@@ -103,8 +108,35 @@ def capped_row(n: int, log) -> dict:
     out["capped_b"] = b
     out["capped_time"] = median_time(lambda: rad.select(g, 0.001 * n, b, rng=0), 3)
     out["capped_slowdown"] = out["capped_time"] / out["uncapped_b1000"]
+    for key, (m, bb) in {"capped": (0.001 * n, b), "uncapped": (0.3 * n, 1000)}.items():
+        out[f"{key}_bytes_per_point"] = peak_growth(n, m, bb) / n
     log(out)
     return out
+
+
+PEAK = textwrap.dedent(
+    """
+    import sys, numpy as np, rad
+    n, m, b = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+    g = np.random.default_rng(0).random(n, dtype=np.float32)
+    rad.select(g[:100_000], m * 1e5 / n, max(1, b // 100), rng=0)
+    def status(key):
+        with open("/proc/self/status") as f:
+            return int(next(l for l in f if l.startswith(key)).split()[1]) * 1024
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = status("VmRSS")
+    rad.select(g, m, b, rng=0)
+    print(status("VmHWM") - before)
+    """
+)
+
+
+def peak_growth(n: int, m: float, b: int) -> float:
+    """Peak RSS above the input of one rad.select call, in a child process (bytes)."""
+    res = subprocess.run([sys.executable, "-c", PEAK, str(n), str(m), str(b)], capture_output=True, text=True,
+                         check=True)
+    return float(res.stdout.strip().splitlines()[-1])
 
 
 BIG = textwrap.dedent(
@@ -122,13 +154,32 @@ BIG = textwrap.dedent(
     sums = []
     for _ in range(3):
         t0 = time.perf_counter(); np.sum(g); sums.append(time.perf_counter() - t0)
+    from rad import _core
+    probes = []
+    for _ in range(5):
+        t0 = time.perf_counter(); _core.stream_sum(g, 2); probes.append(time.perf_counter() - t0)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
     before = rss()
     runs = []
     for r in range(3):
         t0 = time.perf_counter(); idx = rad.select(g, 0.3 * n, 1000, rng=r); runs.append(time.perf_counter() - t0)
     after = rss()
-    print(json.dumps({"n": n, "np_sum": statistics.median(sums), "rad": statistics.median(runs),
+    rad.select(g[:1 << 20], 0.3 * (1 << 20), 1000, rng=0, backend="numba")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before_nb = rss()
+    nb_runs = []
+    for r in (1, 2):  # the last seed is the C++ loop's last: same indices expected
+        t0 = time.perf_counter(); idx_nb = rad.select(g, 0.3 * n, 1000, rng=r, backend="numba")
+        nb_runs.append(time.perf_counter() - t0)
+    after_nb = rss()
+    print(json.dumps({"n": n, "np_sum": statistics.median(sums), "probe_cpp_2threads": statistics.median(probes),
+                      "rad": statistics.median(runs), "rad_numba": statistics.median(nb_runs),
                       "rss_before": before[0], "hwm": after[1], "input_bytes": int(g.nbytes),
+                      "peak_above_before_cpp": after[1] - before[0],
+                      "peak_above_before_numba": after_nb[1] - before_nb[0],
+                      "same_indices_numba": bool(np.array_equal(idx, idx_nb)),
                       "selected": int(idx.shape[0]), "distinct": int(np.unique(idx).shape[0])}))
     """
 )
@@ -148,6 +199,8 @@ def big_row(log, path: Path) -> dict:
     res = subprocess.run([sys.executable, "-c", BIG, str(path)], capture_output=True, text=True, check=True)
     out = json.loads(res.stdout)
     out["rad_vs_sum"] = out["rad"] / out["np_sum"]
+    out["rad_vs_probe"] = out["rad"] / out["probe_cpp_2threads"]
+    out["numba_vs_cpp"] = out["rad_numba"] / out["rad"]
     # Mapped pages of the input count towards RSS once touched; the excess is rad's own.
     out["peak_rss_above_input_gb"] = (out["hwm"] - out["input_bytes"]) / 2**30
     log(out)

@@ -143,7 +143,7 @@ def main() -> int:
                 size_row[f"peak_above_before_MiB_{be}"] = (_rss()[1] - before) / 2**20
         log(size_row)
         out.setdefault("sizes", []).append(size_row)
-        del g
+
     if args.out:
         with open(args.out, "w") as f:
             json.dump(out, f, indent=2)

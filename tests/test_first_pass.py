@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from instances import gain_arrays, loss_arrays
 
 import rad
-from rad._backends import get_backend
-
 from conftest import BACKENDS
+from instances import gain_arrays, loss_arrays
+from rad._backends import get_backend
 
 
 def _hooks() -> dict:

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 import rad
+from conftest import BACKENDS
 from rad._backends.canonical import BLOCK
 from rad._backends.threads import available_cores, resolve_threads
-
-from conftest import BACKENDS
 
 
 @pytest.mark.parametrize("threads", [1, 2, 16, 256, 20_000, 10**5, 2**31 - 1])

@@ -323,7 +323,7 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.nd
     group = max(2, min(64, 2 * int(threads)))
     left_idx = np.full(nblk, -1, np.int64)
     left_mass = np.zeros(nblk)
-    pieces = []
+    pieces: list[np.ndarray] = []
     buf = np.empty((group, BLOCK), np.int32)
     counts = np.zeros(group, np.int64)
     for first in range(0, nblk, group):
@@ -535,9 +535,12 @@ _FINE = _radix.FINE
 
 @nb.njit(cache=True, nogil=True, fastmath={"reassoc"})
 def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, gg, mn):
-    """One thread's share of the bracket pass. The first loop of each run of 64 is
-    branch-free so that LLVM vectorises it (``reassoc``: these sums only steer decisions
-    with a rounding margin); validation compares the raw bits (no float flags involved)."""
+    """One thread's share of the bracket pass.
+
+    The first loop of each run of 64 is branch-free so that LLVM vectorises it
+    (``reassoc``: these sums only steer decisions with a rounding margin); validation
+    compares the raw bits (no float flags involved).
+    """
     gt = 0.0
     ha = 0.0
     ga = 0.0
