@@ -103,13 +103,26 @@ def main() -> int:
         ref = None
         for t in threads:
             row = {"n": n, "threads": t}
-            row["probe_cpp"] = median_time(lambda: _core.stream_sum(g, t), reps + 2)
-            if probe_nb is not None:
-                row["probe_numba"] = median_time(lambda: probe_nb(g, t), reps + 2)
+            # Interleaved: probe, then each backend, repeated; medians of each. On a shared
+            # machine the load changes between seconds, so ratios come from neighbours.
+            times: dict = {"probe_cpp": [], "probe_numba": [], **{f"select_{be}": [] for be in backends}}
             picks = {}
+            for _ in range(reps + 2):
+                t1 = time.perf_counter()
+                _core.stream_sum(g, t)
+                times["probe_cpp"].append(time.perf_counter() - t1)
+                if probe_nb is not None:
+                    t1 = time.perf_counter()
+                    probe_nb(g, t)
+                    times["probe_numba"].append(time.perf_counter() - t1)
+                for be in backends:
+                    t1 = time.perf_counter()
+                    picks[be] = rad.select(g, m, b, rng=0, backend=be, threads=t)
+                    times[f"select_{be}"].append(time.perf_counter() - t1)
+            for key, v in times.items():
+                if v:
+                    row[key] = statistics.median(v)
             for be in backends:
-                row[f"select_{be}"] = median_time(lambda: rad.select(g, m, b, rng=0, backend=be, threads=t), reps)
-                picks[be] = rad.select(g, m, b, rng=0, backend=be, threads=t)
                 row[f"select_{be}_vs_probe_cpp"] = row[f"select_{be}"] / row["probe_cpp"]
             if "cpp" in backends and "numba" in backends:
                 row["numba_vs_cpp"] = row["select_numba"] / row["select_cpp"]
