@@ -17,6 +17,7 @@ import sys
 import time
 
 import pytest
+
 from bad_input_corpus import entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from naive import naive_depround
+from scipy import stats as _stats
 
 import rad
-
 from conftest import BACKENDS
+from naive import naive_depround
 
 
 def _probabilities(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
@@ -200,7 +200,6 @@ def test_streaming_select_marginals(backend: str, rng: np.random.Generator) -> N
 # key, see test_same_indices_on_every_backend and test_stat_vectors_identical_on_every_backend),
 # so a trial costs ~15 us.
 
-from scipy import stats as _stats
 
 
 def _kernel_counts(q: np.ndarray, trials: int, seed: int, backend: str = "auto") -> np.ndarray:

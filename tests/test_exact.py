@@ -20,14 +20,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from exact import adversary_value, exact_game, perturbation
 from hypothesis import given, settings
-from instances import WIDE_KINDS, instances
 
 import rad
-from rad.verify.lp import lp_batch
-
 from conftest import BACKENDS
+from exact import adversary_value, exact_game, perturbation
+from instances import WIDE_KINDS, instances
+from rad.verify.lp import lp_batch
 
 #: Absolute floor for degenerate instances whose optimum no perturbation moves (pert == 0).
 _FLOOR = Fraction(1, 10**300)

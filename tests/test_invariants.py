@@ -7,9 +7,9 @@ import warnings
 import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from instances import instances
 
 import rad
+from instances import instances
 
 
 def _q(inst: dict, gains=None, losses=None) -> tuple[np.ndarray, float]:

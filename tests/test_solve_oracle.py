@@ -8,22 +8,20 @@ in the instance's own conditioning (also used here where caps bind)."""
 from __future__ import annotations
 
 import warnings
-
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from exact import adversary_value as exact_value_of
-from exact import exact_game, perturbation
 from hypothesis import given
-from naive import naive_theorem1
-from instances import instances
 
 import rad
+from conftest import BACKENDS
+from exact import adversary_value as exact_value_of
+from exact import exact_game, perturbation
+from instances import instances
+from naive import naive_theorem1
 from rad.verify.game import adversary_value
 from rad.verify.lp import lp_batch
-
-from conftest import BACKENDS
 
 
 def _solve(inst: dict, backend: str):

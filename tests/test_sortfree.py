@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from instances import instances
 
 import rad
-from rad._backends import get_backend
-
 from conftest import BACKENDS
+from instances import instances
+from rad._backends import get_backend
 
 SORTFREE = [b for b in BACKENDS if hasattr(get_backend(b), "threshold_search")]
 pytestmark = pytest.mark.skipif(not SORTFREE, reason="no backend with a sort-free search")

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import rad
-
 from conftest import BACKENDS
 
 G = np.array([0.3, 0.9, 0.1, 0.5])

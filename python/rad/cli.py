@@ -8,7 +8,8 @@ import math
 import os
 import sys
 import time
-from typing import Callable, NoReturn, Sequence
+from collections.abc import Sequence
+from typing import Callable, NoReturn
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def _pool_size(text: str) -> int:
     return int(value)
 
 
-def _whole(low: int):
+def _whole(low: int) -> Callable[[str], int]:
     """An argparse type: an integer >= ``low``."""
 
     def parse(text: str) -> int:
@@ -100,7 +101,10 @@ def _experiment(args: argparse.Namespace) -> int:
     try:
         from rad.distill.cli import run_from_args
     except ImportError as exc:  # Keras (the tf extra, or keras + a backend) is missing
-        raise SystemExit(f"rad experiment needs Keras 3 and a backend (pip install rad[tf]): {exc}")
+        raise SystemExit(
+            "rad experiment needs Keras 3 and a backend "
+            f"(pip install 'robust-active-distillation[tf]'): {exc}"
+        ) from None
     return run_from_args(args)
 
 
@@ -378,8 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class UsageError(SystemExit):
-    """A command refused its input: exit status 2 (as argparse's own errors), the message on
-    one line of stderr; ``str()`` is the message."""
+    """A command refused its input: exit status 2, the message on one line of stderr.
+
+    As argparse's own errors; ``str()`` is the message.
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(2)
@@ -390,11 +396,14 @@ class UsageError(SystemExit):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one ``rad`` command. Bad invocations end with one line on stderr and exit
-    status 2, never a traceback: argparse's errors, a command's own refusal
+    """Run one ``rad`` command.
+
+    Bad invocations end with one line on stderr and exit status 2, never a traceback:
+    argparse's errors, a command's own refusal
     (``SystemExit`` with a message), and the library's ``ValueError``/``TypeError``
     (bad values, an unknown ``RAD_BACKEND``), ``OverflowError``, a missing optional
-    dependency (``ImportError``) or ``MemoryError``."""
+    dependency (``ImportError``) or ``MemoryError``.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     where = f"rad {args.command}"

@@ -49,7 +49,7 @@ last_transfer_bytes = 0
 _UNALIGNED_STREAMS = 1 << 62
 
 
-def _dask():
+def _dask() -> tuple[Any, Any]:
     try:
         import dask
         import dask.array as da
@@ -75,18 +75,18 @@ def _kernels() -> Kernels:
     return get_backend("auto")
 
 
-def _hist(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: int) -> tuple:
+def _hist(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: int) -> tuple[Any, ...]:
     return _kernels().bit_histogram(np.ascontiguousarray(chunk), None, w, shift, pshift, prefix, 1)
 
 
-def _hist_stats(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: int) -> tuple:
+def _hist_stats(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: int) -> tuple[Any, ...]:
     """The first level's histogram, plus the chunk's largest gain (NaN-free; 0 if empty)."""
     c = np.ascontiguousarray(chunk)
     top = float(np.nanmax(c)) if c.shape[0] and not np.all(np.isnan(c)) else 0.0
     return (*_hist(c, w, shift, pshift, prefix), top)
 
 
-def _gather(chunk: np.ndarray, w: float, shift: int, key: int, count: int) -> tuple:
+def _gather(chunk: np.ndarray, w: float, shift: int, key: int, count: int) -> tuple[Any, ...]:
     return _kernels().bit_gather(np.ascontiguousarray(chunk), None, w, shift, key, count, 1)
 
 
@@ -94,13 +94,13 @@ def _first_invalid(chunk: np.ndarray) -> int:
     return _kernels().first_invalid(np.ascontiguousarray(chunk), 1)
 
 
-def _block_sums(chunk: np.ndarray, w: float, tau: float) -> tuple:
+def _block_sums(chunk: np.ndarray, w: float, tau: float) -> tuple[Any, ...]:
     return _kernels().support_block_sums(np.ascontiguousarray(chunk), None, w, tau, 1)
 
 
 def _round_chunk(
     chunk: np.ndarray, w: float, params: Params, key: int, offset: int, first_stream: int, scale: int = 0
-) -> tuple:
+) -> tuple[Any, ...]:
     c = np.ascontiguousarray(chunk)
     if scale:  # params are in units of gains * 2**scale (rad.solve rescaled extreme gains)
         c = np.ldexp(c.astype(np.float64), scale)
@@ -110,7 +110,7 @@ def _round_chunk(
 # ------------------------------------------------------------------------ client
 
 
-def _validate(gains: Any, m: float, b: int, w: float | None):
+def _validate(gains: Any, m: float, b: int, w: float | None) -> tuple[Any, Any, int, float, int, float]:
     dask, da = _dask()
     if not isinstance(gains, da.Array):
         raise TypeError(f"gains must be a dask.array.Array, got {type(gains).__name__} (use rad.select for NumPy)")
@@ -129,17 +129,17 @@ def _validate(gains: Any, m: float, b: int, w: float | None):
     return dask, gains, n, mf, bi, wf
 
 
-def _compute(dask, tasks):
+def _compute(dask: Any, tasks: list[Any]) -> tuple[Any, ...]:
     """dask.compute, counting the bytes of the results that come back to the client."""
     global last_transfer_bytes
-    parts = dask.compute(*tasks)
+    parts: tuple[Any, ...] = dask.compute(*tasks)
     for p in parts:
         for x in p if isinstance(p, tuple) else (p,):
             last_transfer_bytes += int(getattr(x, "nbytes", 8))
     return parts
 
 
-def _chunk_offsets(gains) -> list[int]:
+def _chunk_offsets(gains: Any) -> list[int]:
     return [0, *np.cumsum(gains.chunks[0]).tolist()]
 
 
@@ -161,14 +161,14 @@ def solve(gains: Any, m: float, b: int = 1, *, w: float | None = None) -> DaskSo
     return _solve(dask, gains, n, m, b, w)[0]
 
 
-def _check_values(dask, chunks, offsets) -> None:
+def _check_values(dask: Any, chunks: list[Any], offsets: list[int]) -> None:
     firsts = dask.compute(*[dask.delayed(_first_invalid)(c) for c in chunks])
     for off, f in zip(offsets, firsts):
         if f >= 0:
             raise ValueError(f"gains must be finite and non-negative; gains[{off + f}] is not")
 
 
-def _solve(dask, gains, n, m, b, w) -> tuple[DaskSolution, int]:
+def _solve(dask: Any, gains: Any, n: int, m: float, b: int, w: float) -> tuple[DaskSolution, int]:
     """The solution, and the power of two its ``params`` assume the gains were scaled by."""
     chunks = gains.to_delayed().ravel().tolist()
     offsets = _chunk_offsets(gains)
@@ -178,7 +178,7 @@ def _solve(dask, gains, n, m, b, w) -> tuple[DaskSolution, int]:
         return DaskSolution(0.0, 0, math.inf, w, m, b, n, False, Params("gain", 0.0)), 0
     g_max = [0.0]
 
-    def histogram(shift, pshift, prefix):
+    def histogram(shift: int, pshift: int, prefix: int) -> tuple[Any, Any, Any, Any, bool]:
         first = pshift >= nbits  # the first level also reports every chunk's largest gain
         fn = _hist_stats if first else _hist
         parts = _compute(dask, [dask.delayed(fn)(c, w, shift, pshift, prefix) for c in chunks])
@@ -193,7 +193,7 @@ def _solve(dask, gains, n, m, b, w) -> tuple[DaskSolution, int]:
         mn = np.minimum.reduce([p[3] for p in parts])
         return cnt, hh, gg, mn, any(p[4] for p in parts)
 
-    def gather(shift, key, count):
+    def gather(shift: int, key: int, count: int) -> tuple[Any, Any]:
         parts = _compute(dask, [dask.delayed(_gather)(c, w, shift, key, count) for c in chunks])
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 

@@ -32,12 +32,18 @@ IndexArray = NDArray[np.int64]
 class CappedArrays(Protocol):
     """The capped path's sorted arrays (see :class:`rad._solve.capped.CappedContext`)."""
 
-    g_g: NDArray[np.float64]
-    a_g: NDArray[np.float64]
-    ends_g: NDArray[np.int64]
-    l_l: NDArray[np.float64]
-    a_l: NDArray[np.float64]
-    ends_l: NDArray[np.int64]
+    @property
+    def g_g(self) -> NDArray[np.float64]: ...
+    @property
+    def a_g(self) -> NDArray[np.float64]: ...
+    @property
+    def ends_g(self) -> NDArray[np.int64]: ...
+    @property
+    def l_l(self) -> NDArray[np.float64]: ...
+    @property
+    def a_l(self) -> NDArray[np.float64]: ...
+    @property
+    def ends_l(self) -> NDArray[np.int64]: ...
 
 
 class Kernels(Protocol):

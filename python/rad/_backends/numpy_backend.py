@@ -72,8 +72,11 @@ def theorem1_scan(
 def support_block_sums(
     gains: np.ndarray, losses: np.ndarray | None, w: float, tau: float, threads: int = 1
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per block, over points with ``g >= tau`` and ``a > 0``: :func:`block_totals` of
-    ``r = 1/a`` and ``g * r``, the count and the smallest ``a``."""
+    """:func:`support_sums` per block.
+
+    Over points with ``g >= tau`` and ``a > 0``: :func:`block_totals` of ``r = 1/a`` and
+    ``g * r``, the count and the smallest ``a``.
+    """
     g = np.asarray(gains, dtype=np.float64)
     a = g + _losses(g, losses, w)
     mask = (g >= tau) & (a > 0)
@@ -89,8 +92,11 @@ def support_block_sums(
 def support_sums(
     gains: np.ndarray, losses: np.ndarray | None, w: float, tau: float, threads: int = 1
 ) -> tuple[float, float, int, float]:
-    """Over points with ``g >= tau`` and ``a > 0`` (original order, canonical block totals):
-    ``(sum r, sum g * r, count, min a)`` with ``r = 1/a``."""
+    """The support's sums: ``(sum r, sum g * r, count, min a)`` with ``r = 1/a``.
+
+    Over points with ``g >= tau`` and ``a > 0``, in the original order and the canonical
+    block totals.
+    """
     h, gg, counts, mins = support_block_sums(gains, losses, w, tau)
     return _total(h), _total(gg), int(counts.sum()), float(mins.min()) if mins.shape[0] else float("inf")
 
@@ -126,10 +132,13 @@ def _excl(prefix: np.ndarray, pos: int) -> float:
 
 
 def _range_sum(x: np.ndarray, s: int, e: int) -> float:
-    """``sum x[s:e]`` in the canonical range order: sequential from ``s`` to the end of its
-    block, then each whole block's sequential total, then sequential over the last block's
-    part, all added in order. Summed directly, never as a difference of prefix sums (which
-    cancels when earlier terms are large)."""
+    """``sum x[s:e]`` in the canonical range order.
+
+    Sequential from ``s`` to the end of its block, then each whole block's sequential
+    total, then sequential over the last block's part, all added in order. Summed
+    directly, never as a difference of prefix sums (which cancels when earlier terms are
+    large).
+    """
     if e <= s:
         return 0.0
     bs, be = s // BLOCK, (e - 1) // BLOCK
@@ -252,8 +261,11 @@ def depround_blocks(
     first_stream: int,
     threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The per-block phase of DepRound on one chunk (:mod:`rad.dask`): the positions taken
-    (plus ``offset``) and each block's leftover index (-1 for none) and mass."""
+    """The per-block phase of DepRound on one chunk (:mod:`rad.dask`).
+
+    Returns the positions taken (plus ``offset``) and each block's leftover index (-1 for
+    none) and mass.
+    """
     q = materialize(gains, losses, w, params)
     taken: list[int] = []
     idx: list[int] = []

@@ -120,6 +120,7 @@ def select(
         warnings.simplefilter("ignore", ValueOverflowWarning)
         sol = solve_game(game)
     # sol.gains/losses are the game's arrays, or their power-of-two rescaled copies.
+    assert sol.gains is not None  # solve_game always keeps them
     return game.backend.depround_params(
         sol.gains, sol.losses, game.kernel_w, sol.params, game.b, key, game.threads
     )
@@ -174,8 +175,11 @@ def depround(
 
 
 def _accurate_sum(q: np.ndarray) -> float:
-    """``sum(q)``: :func:`math.fsum` (correctly rounded) up to 2**20 entries, NumPy's
-    pairwise sum beyond (error ~ log2(n) ulps of the sum, far inside the check's bound)."""
+    """``sum(q)``, accurate enough for the integer-sum check.
+
+    :func:`math.fsum` (correctly rounded) up to 2**20 entries, NumPy's pairwise sum beyond
+    (error ~ log2(n) ulps of the sum, far inside the check's bound).
+    """
     if q.shape[0] <= 1 << 20:
         return math.fsum(q.tolist())
     return float(np.sum(q, dtype=np.float64))

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from fractions import Fraction
 from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 
@@ -34,8 +34,11 @@ _SNAP = 1e-11
 
 
 class ValueOverflowWarning(RuntimeWarning):
-    """The game's value does not fit in float64 (gains near its maximum): ``inf`` is
-    returned; the probabilities are exact. :func:`rad.select` does not report it."""
+    """The game's value does not fit in float64: ``inf`` is returned.
+
+    Gains near the float64 maximum; the probabilities are exact. :func:`rad.select` does
+    not report it.
+    """
 
 
 class _Overflow(ArithmeticError):
@@ -83,8 +86,11 @@ _SPAN = (
 
 
 def _top_exponent(game: Game) -> int:
-    """A binary exponent bounding the largest ``a = g + l`` from above (one max pass over
-    float64 gains; float32 gains cannot come near overflow, so they are not read)."""
+    """A binary exponent bounding the largest ``a = g + l`` from above.
+
+    One max pass over float64 gains; float32 gains cannot come near overflow, so they are
+    not read.
+    """
     if game.n == 0:
         return 0
     if game.gains.dtype == np.float32:
@@ -181,7 +187,7 @@ def _solve_game(game: Game) -> Solution:
     return done(ev.value, count, threshold, True, params)
 
 
-def _warn_if_harmful(value: float, gains: np.ndarray, losses, w: float, b: int) -> None:
+def _warn_if_harmful(value: float, gains: np.ndarray, losses: np.ndarray | None, w: float, b: int) -> None:
     scale = b * float(np.max(gains)) * (1.0 + w) + (float(np.max(losses)) if losses is not None else 0.0)
     if value < -1e-12 * scale:
         warnings.warn(
@@ -194,7 +200,7 @@ def _warn_if_harmful(value: float, gains: np.ndarray, losses, w: float, b: int) 
 
 
 def _theorem1_value(
-    gains: np.ndarray, losses, w: float, m: float, tau: float, g: float, h: float, count: int
+    gains: np.ndarray | None, losses: np.ndarray | None, w: float, m: float, tau: float, g: float, h: float, count: int
 ) -> float:
     """Theorem 1's ``OPT = (G - m) / H`` without the cancellation of ``G - m``.
 
@@ -206,7 +212,7 @@ def _theorem1_value(
     if losses is None:
         num = float(Fraction(count) - (1 + Fraction(w)) * Fraction(m))
         return num / ((1.0 + w) * h)
-    if abs(g - m) <= 1e-3 * abs(g):
+    if abs(g - m) <= 1e-3 * abs(g) and gains is not None:
         gv = np.asarray(gains, dtype=np.float64)
         a = gv + np.asarray(losses, dtype=np.float64)
         mask = (gv >= tau) & (a > 0)
@@ -215,7 +221,7 @@ def _theorem1_value(
     return (g - m) / h
 
 
-def _value_of_everything(gains: np.ndarray, losses, w: float, m: float) -> float:
+def _value_of_everything(gains: np.ndarray, losses: np.ndarray | None, w: float, m: float) -> float:
     """Value of ``q = 1``: the gains minus the ``m`` largest ``a_i`` (fractional ``m``).
 
     Summed as one :func:`math.fsum` of the payoffs (``g_i`` spared, ``-l_i`` attacked,

@@ -277,7 +277,7 @@ def _solve_on_device(game: Any) -> Any | None:
         return None  # G - m cancels: the value re-sums G exactly on the host
     from rad._solve.batch import _theorem1_value  # the CPU path's value, formed the same way
 
-    value = b * _theorem1_value(None, losses, w_k, m, float(tau), g, h, count)  # type: ignore[arg-type]
+    value = b * _theorem1_value(None, losses, w_k, m, float(tau), g, h, count)
     return _solution(game, value, count, float(tau), False, Params("gain", nu, gain_cut=float(tau), gain_frac=1.0))
 
 

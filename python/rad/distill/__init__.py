@@ -2,8 +2,8 @@
 
 Runs on any Keras backend: ``KERAS_BACKEND=tensorflow`` (default; ``tf.distribute`` for
 TPUs and several GPUs), ``jax`` (``keras.distribution`` over several devices) or
-``torch``. Install with ``pip install rad[tf]`` (TensorFlow) or bring Keras 3 with the
-backend of your choice. Nothing here is imported by ``import rad``, and the submodules
+``torch``. Install with ``pip install 'robust-active-distillation[tf]'`` (TensorFlow) or
+bring Keras 3 with the backend of your choice. Nothing here is imported by ``import rad``, and the submodules
 import Keras only when a function that needs it is called.
 
 >>> from rad.distill import ExperimentConfig, run_experiment   # doctest: +SKIP

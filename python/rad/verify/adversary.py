@@ -303,7 +303,8 @@ def _clip_sums_at(g: np.ndarray, a: np.ndarray, lams: np.ndarray) -> np.ndarray:
     full = nl - il
     lin_ga = (ga_g[ng] - ga_g[ig]) - (ga_l[nl] - ga_l[il])
     lin_ia = (ia_g[ng] - ia_g[ig]) - (ia_l[nl] - ia_l[il])
-    return full + lin_ga - lams * lin_ia
+    values: np.ndarray = full + lin_ga - lams * lin_ia
+    return values
 
 
 def _solve_level(s: _LevelStats, m: float, nu: float, band: float) -> SaddleLevel:

@@ -286,7 +286,8 @@ def certificate(
             if record and lo not in qsum_parts:
                 qsum_parts[lo] = chunk_sum(q)
                 qg_parts[lo] = chunk_sum(q * gg)
-            return q * a
+            payoff: np.ndarray = q * a
+            return payoff
 
         return values
 

@@ -330,7 +330,8 @@ def select_top(
 
     def pick(lo: int, hi: int) -> np.ndarray:
         x = values(lo, hi)
-        return x[(float_keys(x) >> np.uint64(shift)) == np.uint64(prefix)]
+        inside: np.ndarray = x[(float_keys(x) >> np.uint64(shift)) == np.uint64(prefix)]
+        return inside
 
     y = np.sort(np.concatenate(parallel_map(pick, ranges, workers)))[::-1]
     t = float(y[r - above - 1])
