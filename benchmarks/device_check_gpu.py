@@ -30,7 +30,8 @@ import sys
 import time
 import traceback
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # JAX would take 75% of the GPU's memory when first used (the input check): leave it to the pools.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")

@@ -16,7 +16,8 @@ import os
 import subprocess
 import sys
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest

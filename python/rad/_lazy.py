@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["lazy_getattr"]
 

@@ -8,8 +8,8 @@ import math
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import Callable, NoReturn
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import numpy as np
 

@@ -14,7 +14,8 @@ consults the sorted scan: both paths always agree. The C++ backend runs the same
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -10,8 +10,9 @@ sums) and run on :func:`parallel_map`'s threads (NumPy's ufuncs release the GIL)
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import numpy as np
 

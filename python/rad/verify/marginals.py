@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray

@@ -16,8 +16,8 @@ per-bucket counts and sums, and finish by collecting a small bucket (at most
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
