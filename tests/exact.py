@@ -3,7 +3,7 @@
 Everything here is :class:`fractions.Fraction` arithmetic on the exact values of the
 input floats; nothing calls into ``rad``. It is meant for pools of up to ~15 points.
 
-The batch game (DESIGN §1)::
+The batch game (docs/design.md §1)::
 
     OPT_b = max_{q in [0,1]^n, sum q = b}  sum_i q_i g_i - topm(q_i a_i)
 

@@ -190,7 +190,7 @@ def instances(
         w = draw(st.one_of(st.sampled_from([0.0, 0.5, 1.0]), st.floats(0.0, 2.0)))
 
     # Upper end of m: n, or G_n when Theorem 1 must apply (with the default w, G_n >= m
-    # holds for every m in [0, n]: G_n = n / (2 - m/n) for positive gains, DESIGN §1).
+    # holds for every m in [0, n]: G_n = n / (2 - m/n) for positive gains, docs/design.md §1).
     if general or w is not None:
         lo_now = loss_arg if general else w * gains
         G = _exact_G(gains, lo_now)

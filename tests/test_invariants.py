@@ -1,4 +1,4 @@
-"""Invariants of the optimal probabilities (DESIGN §1)."""
+"""Invariants of the optimal probabilities (docs/design.md §1)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The solver against independent references: the LP oracle (HiGHS), the adversary's
-best response, and a literal Theorem 1 (DESIGN §1).
+best response, and a literal Theorem 1 (docs/design.md §1).
 
 The LP comparisons are limited by HiGHS's own accuracy (~1e-9 of the payoffs' scale); the
 judge of tiny errors is the exact rational reference of :mod:`test_exact`, with tolerances

@@ -1,4 +1,4 @@
-"""The sort-free search for Theorem 1's support against the sorted path (DESIGN §1, §3):
+"""The sort-free search for Theorem 1's support against the sorted path (docs/design.md §1, §3):
 identical k*, boundary and probabilities, ties, denormals, zeros and all-equal pools
 included; multi-level radix descent; any thread count."""
 

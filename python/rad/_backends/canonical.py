@@ -102,7 +102,7 @@ def running_mass(mass: np.ndarray) -> np.ndarray:
 
 
 def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
-    """Sequential-pairing DepRound of one block (DESIGN §1, "DepRound").
+    """Sequential-pairing DepRound of one block (docs/design.md §1, "DepRound").
 
     Items with ``q >= CERTAIN`` are taken, items with ``q <= 0`` skipped. The running
     mass ``M`` (:func:`running_mass`) of the rest crosses an integer at *crossing* items;

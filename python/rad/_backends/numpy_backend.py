@@ -50,7 +50,7 @@ def theorem1_scan(
     """Theorem 1's ``k*`` by the threshold form, and ``G_n``.
 
     In descending-gain order, a tie group starting at position ``k`` joins the support
-    iff ``g_k H_k >= G_k - m`` (exclusive prefix sums; DESIGN §1: ``N`` is unimodal and a
+    iff ``g_k H_k >= G_k - m`` (exclusive prefix sums; docs/design.md §1: ``N`` is unimodal and a
     group is in or out as a whole). Returns the end of the last joining group and the
     sum of ``g/a`` over points with ``a > 0``. Points with ``a == 0`` contribute 0.
     """
