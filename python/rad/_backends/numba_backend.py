@@ -531,6 +531,10 @@ def bit_gather(gains, losses, w, shift, key, count, threads):
 # pass sums the points above a sampled bracket and histograms the few inside it.
 
 _FINE = _radix.FINE
+#: k for 2^k mod 67 (distinct for k < 64): the position of a mask's lowest set bit.
+_LOG2_OF_POW2 = np.zeros(67, np.int64)
+for _k in range(64):
+    _LOG2_OF_POW2[(1 << _k) % 67] = _k
 
 
 @nb.njit(cache=True, nogil=True, fastmath={"reassoc"})
@@ -550,7 +554,7 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
     bad = 0
     for c0 in range(lo, hi, 64):
         c1 = min(hi, c0 + 64)
-        nin = 0
+        inmask = np.uint64(0)
         for i in range(c0, c1):
             u = raw[i]
             bad += (u >= inf_bits) & (u != sign)
@@ -568,20 +572,20 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
             na += up
             minb = min(minb, u if up else inf_bits)
             nbl += below
-            nin += (not up) & (not below)
-        if nin:
-            for i in range(c0, c1):
-                gi = np.float64(g[i])
-                if gi >= hi_v or not (gi >= lo_v):
-                    continue
-                a = gi + (losses[i] if has_losses else w * gi)
-                r = 1.0 / a if a > 0 else 0.0
-                b = (_bits(raw[i], sign) - ulo) >> sh
-                cnt[b] += 1
-                hh[b] += r
-                gg[b] += gi * r
-                if gi < mn[b]:
-                    mn[b] = gi
+            inmask |= np.uint64((not up) & (not below)) << np.uint64(i - c0)
+        while inmask:
+            low = inmask & (~inmask + np.uint64(1))
+            inmask ^= low
+            i = c0 + _LOG2_OF_POW2[(low % np.uint64(67))]
+            gi = np.float64(g[i])
+            a = gi + (losses[i] if has_losses else w * gi)
+            r = 1.0 / a if a > 0 else 0.0
+            b = (_bits(raw[i], sign) - ulo) >> sh
+            cnt[b] += 1
+            hh[b] += r
+            gg[b] += gi * r
+            if gi < mn[b]:
+                mn[b] = gi
     return gt, ha, ga, minb, na, nbl, bad
 
 
