@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #ifdef RAD_HAVE_OPENMP
@@ -107,5 +108,35 @@ inline double sum_blocks(const std::vector<double>& block_totals) {
     for (double t : block_totals) run += t;
     return run;
 }
+
+// Four-wide vectors (GCC/Clang vector extensions): the streaming passes are written with
+// them so that they vectorise for certain (masks and selects, no branches, no division
+// under a condition). IEEE operations lane by lane: the same bits as scalar code.
+namespace simd {
+typedef double d4 __attribute__((vector_size(32)));
+typedef std::int64_t l4 __attribute__((vector_size(32)));
+typedef float f4 __attribute__((vector_size(16)));
+
+inline d4 splat(double x) { return d4{x, x, x, x}; }
+inline d4 select(l4 m, d4 a, d4 b) { return reinterpret_cast<d4>((reinterpret_cast<l4>(a) & m) | (reinterpret_cast<l4>(b) & ~m)); }
+inline d4 load(const float* p) {
+    f4 f;
+    std::memcpy(&f, p, sizeof f);
+    return __builtin_convertvector(f, d4);
+}
+// Bit j set iff lane j of the mask is set.
+inline unsigned movemask(l4 m) {
+#if defined(__AVX__)
+    return static_cast<unsigned>(__builtin_ia32_movmskpd256(reinterpret_cast<d4>(m)));
+#else
+    return static_cast<unsigned>((m[0] & 1) | (m[1] & 2) | (m[2] & 4) | (m[3] & 8));
+#endif
+}
+inline d4 load(const double* p) {
+    d4 d;
+    std::memcpy(&d, p, sizeof d);
+    return d;
+}
+}  // namespace simd
 
 }  // namespace rad

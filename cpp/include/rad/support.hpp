@@ -170,8 +170,32 @@ BlockSums support_block_sums(const T* g, Losses L, std::int64_t n, double tau, i
             mn[j] = in ? std::min(mn[j], a) : mn[j];
         };
         std::int64_t i = lo;
-        for (; i + kLanes <= hi; i += kLanes)
-            for (int j = 0; j < kLanes; ++j) item(i + j, j);
+        {
+            // Lanes 0-3 and 4-7 as two 4-wide vectors: lane j still adds item p % 8 == j in
+            // order, the same operations as item(), so the same bits (vectorised for certain).
+            using namespace simd;
+            const d4 zero = splat(0.0), one = splat(1.0), tv = splat(tau), w = splat(L.w);
+            d4 h0 = zero, h1 = zero, s0 = zero, s1 = zero, m0 = splat(inf), m1 = splat(inf);
+            l4 c0 = {}, c1 = {};
+            auto step = [&](std::int64_t p, d4& h, d4& sg, d4& mnv, l4& cnt) {
+                const d4 x = load(g + p);
+                const d4 a = L.values ? x + load(L.values + p) : x + w * x;
+                const l4 in = (x >= tv) & (a > zero);
+                const d4 r = one / a;
+                h += select(in, r, zero);
+                sg += select(in, x * r, zero);
+                cnt -= in;
+                mnv = select(in & (a < mnv), a, mnv);
+            };
+            for (; i + kLanes <= hi; i += kLanes) {
+                step(i, h0, s0, m0, c0);
+                step(i + 4, h1, s1, m1, c1);
+            }
+            for (int j = 0; j < 4; ++j) {
+                lh[j] = h0[j], lh[j + 4] = h1[j], lg[j] = s0[j], lg[j + 4] = s1[j];
+                mn[j] = m0[j], mn[j + 4] = m1[j], c[j] = c0[j], c[j + 4] = c1[j];
+            }
+        }
         for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
         out.h[blk] = combine_lanes(lh);
         out.g[blk] = combine_lanes(lg);

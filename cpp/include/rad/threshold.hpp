@@ -327,36 +327,6 @@ struct alignas(64) BracketAcc {
     bool bad = false;
 };
 
-// Four-wide vectors (GCC/Clang vector extensions): the bracket pass is written with them
-// so that it vectorises for certain (masks and selects, no branches, no division under a
-// condition). Its sums only steer decisions that carry a rounding margin (near ties go to
-// the sorted scan), so their order is free.
-namespace simd {
-typedef double d4 __attribute__((vector_size(32)));
-typedef std::int64_t l4 __attribute__((vector_size(32)));
-typedef float f4 __attribute__((vector_size(16)));
-
-inline d4 splat(double x) { return d4{x, x, x, x}; }
-inline d4 select(l4 m, d4 a, d4 b) { return reinterpret_cast<d4>((reinterpret_cast<l4>(a) & m) | (reinterpret_cast<l4>(b) & ~m)); }
-inline d4 load(const float* p) {
-    f4 f;
-    std::memcpy(&f, p, sizeof f);
-    return __builtin_convertvector(f, d4);
-}
-// Bit j set iff lane j of the mask is set.
-inline unsigned movemask(l4 m) {
-#if defined(__AVX__)
-    return static_cast<unsigned>(__builtin_ia32_movmskpd256(reinterpret_cast<d4>(m)));
-#else
-    return static_cast<unsigned>((m[0] & 1) | (m[1] & 2) | (m[2] & 4) | (m[3] & 8));
-#endif
-}
-inline d4 load(const double* p) {
-    d4 d;
-    std::memcpy(&d, p, sizeof d);
-    return d;
-}
-}  // namespace simd
 
 // One thread's share [lo, hi) of the bracket pass. Values are compared, not bits: for
 // non-negative floats v >= from_bits(u) iff ordered_bits(v) >= u.
