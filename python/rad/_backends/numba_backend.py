@@ -320,7 +320,7 @@ def _round_blocks_local(q, first_blk, last_blk, states, buf, counts, left_idx, l
 def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.ndarray:
     """Blocks rounded in parallel groups (scratch: a few blocks per thread), then the merge."""
     nblk = -(-n // BLOCK)
-    group = max(2, min(64, 2 * int(threads)))
+    group = 64  # blocks per parallel call: 16 MiB of int32 scratch, few Python round trips
     left_idx = np.full(nblk, -1, np.int64)
     left_mass = np.zeros(nblk)
     pieces: list[np.ndarray] = []
