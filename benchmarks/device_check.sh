@@ -38,4 +38,12 @@ assert info["cpp"]["available"], info
 print("backends:", {k: v for k, v in info.items()})
 PY
 PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" python "$here/thread_scaling.py" "${args[@]}"
+# The GPU part (issue 11) where numba-cuda sees a GPU: rad.select on device-resident gains
+# vs a GPU sum pass and the PyTorch sort-and-cumsum pipeline, checked against the CPU backend.
+if PYTHONPATH="$site" python -c "import numba.cuda as c, sys; sys.exit(0 if c.is_available() else 1)" 2>/dev/null; then
+  PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" python "$here/device_check_gpu.py" \
+    --out "${OUT:-$here}/results_gpu.json"
+else
+  echo "no GPU visible to numba-cuda: GPU part skipped" >&2
+fi
 echo "device check done in $(( $(date +%s) - start )) s" >&2
