@@ -69,10 +69,12 @@ void check_ends(const Arr<std::int64_t>& ends, std::int64_t n, const char* name)
     require(k >= 1 || n == 0, std::string(name) + " is empty");
     const std::int64_t* e = ends.data();
     std::int64_t prev = 0;
+    bool ok = true;  // no message built per element: this loop runs once per tie group
     for (std::int64_t i = 0; i < k; ++i) {
-        require(e[i] > prev && e[i] <= n, std::string(name) + " must increase strictly within (0, n]");
+        ok &= (e[i] > prev) & (e[i] <= n);
         prev = e[i];
     }
+    require(ok, std::string(name) + " must increase strictly within (0, n]");
     require(k == 0 || prev == n, std::string(name) + " must end at n = " + std::to_string(n));
 }
 
@@ -243,7 +245,9 @@ void bind_for(py::module_& m) {
         check_losses(losses, n);
         require(perm.size() == n, "perm has " + std::to_string(perm.size()) + " entries, gains has " + std::to_string(n));
         const std::int64_t* pp = perm.data();
-        for (std::int64_t i = 0; i < n; ++i) require(pp[i] >= 0 && pp[i] < n, "perm holds an index outside [0, n)");
+        bool in_range = true;  // one test per element, the message only on failure
+        for (std::int64_t i = 0; i < n; ++i) in_range &= (pp[i] >= 0) & (pp[i] < n);
+        require(in_range, "perm holds an index outside [0, n)");
         const Losses L = make_losses(losses, w);
         const T* gp = g.data();
         auto r = interruptible(n, [&] { return rad::theorem1_scan(gp, L, pp, n, m, threads); });
