@@ -14,11 +14,9 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,15 +28,7 @@ import rad  # noqa: E402
 from rad import _core  # noqa: E402
 from rad._backends import get_backend  # noqa: E402
 from reference import numpy_select, sequential_depround  # noqa: E402
-
-
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from timing import median_time  # noqa: E402
 
 
 def pool(n: int) -> np.ndarray:
