@@ -37,14 +37,23 @@ def canonical_prefix(x: np.ndarray) -> np.ndarray:
     any thread count reproduces these bits exactly.
     """
     x = np.asarray(x, dtype=np.float64)
+    return _blocked_prefix(x, BLOCK)
+
+
+def _blocked_prefix(x: np.ndarray, width: int) -> np.ndarray:
+    """Sequential sums inside aligned pieces of ``width`` items plus sequential offsets.
+
+    ``prefix[i] = offset[piece(i)] + local[i]``: the order of :func:`canonical_prefix`
+    (pieces of :data:`BLOCK`) and of :func:`running_mass` (chunks of :data:`CHUNK`).
+    """
     n = x.shape[0]
-    if n <= BLOCK:  # one block: offset 0, and 0.0 + local is local
+    if n <= width:  # one piece: offset 0, and 0.0 + local is local
         return np.cumsum(x)
-    nb = -(-n // BLOCK)
-    padded = np.zeros(nb * BLOCK)
+    pieces = -(-n // width)
+    padded = np.zeros(pieces * width)
     padded[:n] = x
-    local = np.cumsum(padded.reshape(nb, BLOCK), axis=1)
-    offsets = np.zeros(nb)
+    local = np.cumsum(padded.reshape(pieces, width), axis=1)
+    offsets = np.zeros(pieces)
     np.cumsum(local[:-1, -1], out=offsets[1:])
     return (local + offsets[:, None]).ravel()[:n]
 
@@ -91,14 +100,7 @@ def running_mass(mass: np.ndarray) -> np.ndarray:
     :data:`CHUNK` items) and ``O_{c+1} = O_c + L_last(c)``: short dependency chains for the
     compiled kernels, the same bits everywhere.
     """
-    n = mass.shape[0]
-    nc = -(-n // CHUNK)
-    padded = np.zeros(nc * CHUNK)
-    padded[:n] = mass
-    local = np.cumsum(padded.reshape(nc, CHUNK), axis=1)
-    off = np.zeros(nc)
-    np.cumsum(local[:-1, -1], out=off[1:])
-    return (local + off[:, None]).ravel()[:n]
+    return _blocked_prefix(np.asarray(mass, dtype=np.float64), CHUNK)
 
 
 def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:

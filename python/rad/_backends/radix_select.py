@@ -67,20 +67,10 @@ def radix_select(histogram: Histogram, gather: Gather, nbits: int, m: float) -> 
             for v in gg.tolist():
                 g_total += v
             scale += g_total
-        boundary, lowest = -1, -1
-        nonzero = np.flatnonzero(cnt)[::-1]
-        for b in nonzero.tolist():
-            lowest = b
-            edge = edge_value(((prefix << pshift) if pshift < nbits else 0) | (b << shift), nbits)
-            h2, g2 = acc_h + float(hh[b]), acc_g + float(gg[b])
-            d_edge = edge * h2 - g2 + m
-            if d_edge < 0:
-                boundary, fail_d = b, d_edge
-                break
-            pass_d = d_edge
-            acc_h, acc_g = h2, g2
-            acc_n += int(cnt[b])
-            last_min = float(mn[b])
+        base = (prefix << pshift) if pshift < nbits else 0
+        boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d = scan_bins(
+            cnt, hh, gg, mn, base, shift, nbits, m, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
+        )
         if boundary < 0:
             if lowest < 0:
                 return 0, 0.0, 0, g_total
@@ -94,6 +84,35 @@ def radix_select(histogram: Histogram, gather: Gather, nbits: int, m: float) -> 
             continue
         vals, avals = gather(shift, key, int(cnt[boundary]))
         return resolve_gathered(vals, avals, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, m, g_total, scale)
+
+
+def scan_bins(
+    cnt: Any, hh: Any, gg: Any, mn: Any, edge_base: int, shift: int, nbits: int, m: float,
+    acc_h: float, acc_g: float, acc_n: int, last_min: float, pass_d: float, fail_d: float,
+) -> tuple[int, int, float, float, int, float, float, float]:
+    """Walk the non-empty bins from the top to the first whose lower edge has ``D < 0``.
+
+    Bin ``b``'s lower edge has the ordered bit pattern ``edge_base + (b << shift)`` (the
+    level's prefix bits, disjoint from the bin's, or the bracket's low end). Every bin passed
+    joins the sums above (``acc_*``) and sets ``last_min`` and ``pass_d``. Returns
+    ``(boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d)``: ``boundary`` is
+    the failing bin (-1 when every bin passed) and ``lowest`` the last bin visited (-1 when
+    none is non-empty). The level loop and the bracketed pass share it.
+    """
+    boundary, lowest = -1, -1
+    for b in np.flatnonzero(cnt)[::-1].tolist():
+        lowest = b
+        edge = edge_value(edge_base + (b << shift), nbits)
+        h2, g2 = acc_h + float(hh[b]), acc_g + float(gg[b])
+        d_edge = edge * h2 - g2 + m
+        if d_edge < 0:
+            boundary, fail_d = b, d_edge
+            break
+        pass_d = d_edge
+        acc_h, acc_g = h2, g2
+        acc_n += int(cnt[b])
+        last_min = float(mn[b])
+    return boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
 
 
 def resolve_gathered(
@@ -231,19 +250,9 @@ def bracket_resolve(
         if d < 0:
             return fallback()
         pass_d = d
-    boundary, lowest = -1, -1
-    for b in np.flatnonzero(cnt)[::-1].tolist():
-        lowest = b
-        edge = edge_value(lo + (b << sh), nbits)
-        h2, g2 = acc_h + float(hh[b]), acc_g + float(gg[b])
-        d_edge = edge * h2 - g2 + m
-        if d_edge < 0:
-            boundary, fail_d = b, d_edge
-            break
-        pass_d = d_edge
-        acc_h, acc_g = h2, g2
-        acc_n += int(cnt[b])
-        last_min = float(mn[b])
+    boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d = scan_bins(
+        cnt, hh, gg, mn, lo, sh, nbits, m, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
+    )
     if boundary < 0:
         if lowest < 0:
             return fallback()
