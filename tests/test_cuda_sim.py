@@ -163,7 +163,7 @@ def select_spans_blocks() -> None:
     from rad._backends.canonical import BLOCK
 
     g = np.random.default_rng(5).random(BLOCK + 700).astype(np.float32)
-    for seed in (1,):
+    for seed in (4,):  # a seed whose 40 indices reach the second (700-point) block
         got = rad.select(cuda.to_device(g), 0.2 * g.shape[0], 40, rng=seed, as_numpy=True)
         assert np.array_equal(got, rad.select(g, 0.2 * g.shape[0], 40, rng=seed, backend="numpy"))
         assert (got >= BLOCK).any()
@@ -253,6 +253,71 @@ def depround_q_matches_numpy() -> None:
         dq = cuda.to_device(q)
         for key in range(12):
             assert np.array_equal(C.depround_q(dq, b, key, 1).copy_to_host(), R.depround_q(q, b, key)), key
+
+
+def _tiny_after_mass() -> np.ndarray:
+    """One block where tiny q follow ~40,000 items of 0.75 (a float running mass of ~3e4
+    would round 1e-12 to nothing), with near-1 (1 - 2^-30) and certain (1) items mixed in."""
+    q = np.full(40_000, 0.75)
+    q[::997] = 1.0 - 2.0**-30
+    q[5::1499] = 1.0
+    q[::-3001] = 1e-12
+    tail = np.array([1e-12, 1e-15, 0.0, 3e-13, 1.0 - 2.0**-30, 1.0, 1e-15, 0.5, 1e-12, 2.0**-47, 2.0**-48])
+    return np.concatenate([q, tail, np.full(7, 1e-12)])
+
+
+def _budget(q: np.ndarray) -> int:
+    """The exact number of indices DepRound returns for ``q`` (one block, one leftover)."""
+    from rad._backends.canonical import ONE, quantize
+
+    units = quantize(q)
+    rest = int(units[units < ONE].sum())
+    return int((units == ONE).sum()) + rest // ONE + (1 if rest % ONE else 0)
+
+
+@check
+def depround_fixed_point_tiny_q() -> None:
+    """Tiny q after a large running mass, near-1 and certain items: the fixed-point units
+    give the same indices as NumPy, on the q path and the params path, for several seeds."""
+    from numba import cuda
+
+    from rad._backends import cuda_backend as C
+    from rad._backends import numpy_backend as R
+    from rad._backends.params import Params
+
+    q = _tiny_after_mass()
+    b = _budget(q)
+    dq = cuda.to_device(q)
+    for key in (0, 1, 77, 2**63 + 5):
+        got = C.depround_q(dq, b, key, 1).copy_to_host()
+        assert np.array_equal(got, R.depround_q(q, b, key)), key
+    # the params path: q_i = nu / (g_i + l_i) with nu = g = 1, so l = 1/q - 1 (0 for q = 1)
+    g = np.ones(q.shape[0])
+    with np.errstate(divide="ignore"):
+        losses = np.where(q > 0, 1.0 / q - 1.0, 1e300)
+    params = Params("gain", 1.0, gain_cut=0.0)
+    qp = R.materialize(g, losses, 0.0, params)
+    bp = _budget(qp)
+    dg, dl = cuda.to_device(g), cuda.to_device(losses)
+    for key in (3, 2**40 + 1):
+        got = C.depround_params(dg, dl, 0.0, params, bp, key, 1).copy_to_host()
+        assert np.array_equal(got, R.depround_params(g, losses, 0.0, params, bp, key)), key
+
+
+@check
+def merge_leftovers_match_canonical() -> None:
+    """Block leftovers (multiples of 2^-47) merged on the device (up to BLOCK of them) and on
+    the host (more, hierarchically): canonical.merge_leftovers's indices."""
+    from rad._backends import cuda_backend as C
+    from rad._backends.canonical import BLOCK, merge_leftovers
+
+    rng = np.random.default_rng(8)
+    for n in (1, 700, BLOCK + 300):
+        masses = rng.integers(1, 2**47, n) / 2.0**47
+        ids = np.sort(rng.choice(100 * n, n, replace=False)).astype(np.int64)
+        for key in (5,) if n > BLOCK else (5, 6):
+            got, want = C._merge_leftovers(ids, masses, key), merge_leftovers(ids, masses, key)
+            assert (sorted(got[0]), got[1]) == (sorted(want[0]), want[1]), (n, key)
 
 
 @check

@@ -23,15 +23,18 @@ copy). The kernels that decide the result reproduce the CPU backends bit for bit
   the block totals added sequentially on the host. Products feeding a sum are rounded
   with ``__dmul_rn`` and sums with ``__dadd_rn`` where NVVM could contract them into an
   FMA; divisions are IEEE (``div.rn``).
-* :func:`depround_params` / :func:`depround_q` run the sequence of
-  :func:`rad._backends.canonical.round_sequence` in two phases: a thread per 8-point
-  chunk sums the chunk's mass (the canonical running-mass chunks) and marks the certain
-  points; then a thread per 65,536-point block walks the chunk totals on the stream
-  ``(key, block)`` of :mod:`rad._backends.rng` and reads its items only where an integer
-  crossing or a run's target falls. Taken points go to a device bitmap; the block
-  leftovers are merged on :data:`~rad._backends.rng.MERGE_STREAM` by the same kernels,
-  and the bitmap is compacted into sorted indices on the device. Same key, same indices
-  as every CPU backend.
+* :func:`depround_params` / :func:`depround_q` run the fixed-point sequence of
+  :func:`rad._backends.canonical.round_sequence` (docs/design.md §1, "DepRound") in two
+  phases: every probability becomes int64 units of 2^47 (``canonical.quantize``, the same
+  IEEE expression); a thread per 8-point chunk sums the chunk's units (exact int64, so the
+  chunk totals give the running mass in any order) and marks the certain points; then a
+  thread per 65,536-point block walks the chunk totals on the stream ``(key, block)`` of
+  :mod:`rad._backends.rng` and reads its items only where a multiple of 2^47 is crossed or
+  a run's target falls. Taken points go to a device bitmap; the block leftovers are merged
+  as ``canonical.merge_leftovers`` does (up to 65,536 of them on
+  :data:`~rad._backends.rng.MERGE_STREAM` by the same kernels, more on the host), and the
+  bitmap is compacted into sorted indices on the device. Same key, same indices as every
+  CPU backend.
 
 The kernels the GPU fast path never needs (the sorted scan, the capped path's dual
 function, rad.dask's per-chunk rounding) copy to the host and use a CPU backend; the
@@ -53,9 +56,9 @@ from numba import config as _nb_config
 from numba import cuda as _numba_cuda
 
 from rad._backends import radix_select as _radix
-from rad._backends.canonical import BLOCK, CERTAIN, CHUNK, LANES
+from rad._backends.canonical import BLOCK, LANES, ONE, merge_leftovers
 from rad._backends.params import Params
-from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2, stream_state
+from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2
 
 __all__ = ["SIMULATOR", "SORTFREE", "has_openmp", "name"]
 
@@ -77,8 +80,6 @@ _GOLDEN = np.uint64(GOLDEN)
 _M1 = np.uint64(MIX1)
 _M2 = np.uint64(MIX2)
 _NBINS = _radix.NBINS
-_CERTAIN = CERTAIN
-_CHUNK = CHUNK
 _BLOCK = BLOCK
 _LANES = LANES
 _TPB = 32 if SIMULATOR else 256  # threads per CUDA block for the streaming kernels (few in the simulator)
@@ -798,24 +799,36 @@ def support_stats(gains, losses, w, params: Params, threads):
 
 
 # ------------------------------------------------------------------------ DepRound
+#
+# The fixed-point sequence of rad._backends.canonical.round_sequence (docs/design.md §1,
+# "DepRound"): every probability becomes int64 units of _ONE = 2^47 (_units, the IEEE
+# expression of canonical.quantize), the running mass is the exact int64 prefix sum of the
+# non-certain units, so chunk totals add up to the same bits in any order and skipping a
+# chunk is exact. Masses stay int64 throughout (never uint64: numba would promote a mix
+# of the two to float64).
+
+_ONE = ONE
+_SCALE = float(ONE)  # 2^47: scaling by it is exact, so an FMA cannot change x * _SCALE + 0.5
+#: Items per chunk of phase 1 (any width gives the same bits: integer sums are exact).
+_CHUNK = 8
 
 
 @cuda.jit(device=True)
-def _advance(mass, pos, off, local):
-    """One step of the canonical running mass (chunks of 8 from the block's start)."""
-    if pos % _CHUNK == 0:
-        off = off + local
-        local = 0.0
-    local += mass
-    return off, local, off + local
+def _units(p):
+    """canonical.quantize of one probability: ``trunc(min(p, 1) * 2^47 + 0.5)``, 0 unless ``p > 0``."""
+    if not (p > 0.0):
+        return np.int64(0)
+    x = min(p, 1.0)
+    return np.int64(x * _SCALE + 0.5)
 
 
 @cuda.jit(device=True)
 def _mass_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf):
-    p = _prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
-    if p >= _CERTAIN or not (p > 0.0):
-        return 0.0
-    return p
+    """Item ``i``'s units in the running mass: 0 for zero and certain (``Q == ONE``) items."""
+    u = _units(_prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf))
+    if u == _ONE:
+        return np.int64(0)
+    return u
 
 
 @cuda.jit(device=True)
@@ -826,29 +839,26 @@ def _set_bit(bits, i):
 @_kernel
 def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, n, chunk_tot, bits,
                   taken_count):
-    """Phase 1 of DepRound, one thread per chunk of 8.
+    """Phase 1 of DepRound, one thread per chunk of ``_CHUNK`` items.
 
-    The chunk's canonical local mass total, and its certain points (``q >= CERTAIN``)
-    marked taken.
+    The chunk's int64 mass total (certain items excluded), and its certain items
+    (``Q == ONE``) marked taken.
     """
     c = cuda.grid(1)
     lo = c * _CHUNK
     if lo >= n:
         return
     hi = min(n, lo + _CHUNK)
-    local = 0.0
+    total = np.int64(0)
     certain = 0
     for i in range(lo, hi):
-        p = _prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
-        mass = p
-        if p >= _CERTAIN:
+        u = _units(_prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf))
+        if u == _ONE:
             cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
             certain += 1
-            mass = 0.0
-        elif not (p > 0.0):
-            mass = 0.0
-        local += mass
-    chunk_tot[c] = local
+        else:
+            total += u
+    chunk_tot[c] = total
     if certain:
         cuda.atomic.add(taken_count, lo // _BLOCK, certain)
 
@@ -861,36 +871,37 @@ def _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc
     lo = (-last_pos - 2) * _CHUNK
     found = -1
     for j in range(lo, min(hi, lo + _CHUNK)):
-        if _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf) > 0.0:
+        if _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf) > 0:
             found = j
     return found
 
 
 @cuda.jit(device=True)
-def _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, chunk_tot, lo, s, e, off, local,
-            target):
+def _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, chunk_tot, s, e, cum, target):
     """First item of ``[s, e)`` whose running mass exceeds ``target``, or -1.
 
-    The walk restarts from its state ``(off, local)`` after item ``s - 1`` and skips whole
-    chunks whose last running mass does not exceed the target.
+    ``cum`` is the running mass before item ``s``; whole chunks whose end does not exceed
+    the target are skipped by their totals.
     """
     j = s
     while j < e:
-        pos = j - lo
-        if pos % _CHUNK == 0 and j + _CHUNK <= e:
-            o_new = off + local
+        if j % _CHUNK == 0 and j + _CHUNK <= e:
             t = chunk_tot[j // _CHUNK]
-            if not (o_new + t > target):
-                off = o_new
-                local = t
+            if not (cum + t > target):
+                cum += t
                 j += _CHUNK
                 continue
-        mj = _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf)
-        off, local, cj = _advance(mj, pos, off, local)
-        if cj > target:
+        cum += _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf)
+        if cum > target:
             return j
         j += 1
     return -1
+
+
+@cuda.jit(device=True)
+def _target(state, counter, base):
+    """``base + int64(u * 2^47)``: a run's first target (exact, the uniform's top 47 bits)."""
+    return base + np.int64(_mul(_uniform(state, counter), _SCALE))
 
 
 @_kernel
@@ -898,11 +909,12 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
                   nblk, n, chunk_tot, bits, taken_count, left_idx, left_mass):
     """Phase 2 of DepRound, one thread per block: round_sequence of rad._backends.canonical.
 
-    The walk runs over the chunk totals of phase 1 (``O_{c+1} = O_c + T_c``, the canonical
-    running mass) and descends to the items only in a chunk where something happens: an
-    integer crossing or the current run's inverse-CDF target. A run's first uniform is
-    known when the run starts (no draw happens inside a run), so its target is tracked
-    while walking; only a second draw (the run's mass fell short) searches the run again.
+    The walk runs over the int64 chunk totals of phase 1 (exact prefix sums, so a chunk's
+    end mass is ``cum + total``) and descends to the items only in a chunk where something
+    happens: a crossing of the next multiple of ONE or the current run's inverse-CDF
+    target. A run's first uniform is known when the run starts (no draw happens inside a
+    run), so its target is tracked while walking; only a second draw (the run's mass fell
+    short) searches the run again.
     """
     blk = cuda.grid(1)
     if blk >= nblk:
@@ -913,40 +925,32 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     state = _splitmix(key ^ _splitmix(np.uint64(blk) if own_stream else stream))
     counter = np.uint64(0)
     ntaken = 0
-    k = 0.0
-    m_start = 0.0
+    base = np.int64(0)  # ONE times the crossings so far
+    m_start = np.int64(0)  # the running mass where the current run starts
     carry = -1
-    off = 0.0
-    local = 0.0
-    cum = 0.0
-    prev_cum = 0.0
+    cum = np.int64(0)
+    prev_cum = np.int64(0)
     start = lo
-    s_off = off
-    s_local = local
-    t1 = _fma_free_add(k, _uniform(state, counter))
+    t1 = _target(state, counter, base)
     first_hit = -1
     npos = 0
     last_pos = -1
     i = lo
     while i < hi:
-        pos = i - lo
-        if pos % _CHUNK == 0:
-            o_new = off + local
+        if (i - lo) % _CHUNK == 0:
             t = chunk_tot[i // _CHUNK]
-            end_cum = o_new + t
-            if not (end_cum >= k + 1.0) and not (first_hit < 0 and end_cum > t1):
-                if t > 0.0:  # positive mass in the run: its last positive item is in this chunk
+            end_cum = cum + t
+            if end_cum < base + _ONE and not (first_hit < 0 and end_cum > t1):
+                if t > 0:  # positive mass in the run: its last positive item is in this chunk
                     npos += 1
                     last_pos = -(i // _CHUNK) - 2
-                off = o_new
-                local = t
                 cum = end_cum
                 i = min(hi, i + _CHUNK)
                 continue
         mass = _mass_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
         prev_cum = cum
-        off, local, cum = _advance(mass, pos, off, local)
-        if cum >= k + 1.0:  # crossing item i closes the run [start, i)
+        cum += mass
+        if cum >= base + _ONE:  # crossing item i closes the run [start, i)
             pick = carry
             if npos > 0:
                 counter += np.uint64(1)
@@ -954,44 +958,41 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
                     if first_hit >= 0:
                         pick = first_hit
                     else:
-                        total = prev_cum - k
+                        total = prev_cum - base
                         if total > 0:
                             u2 = _uniform(state, counter)
                             counter += np.uint64(1)
-                            t2 = _fma_free_add(k, _mul(u2, total))
+                            t2 = base + np.int64(_mul(u2, np.float64(total)))
                             if not (m_start > t2):
                                 pick = _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf,
-                                               chunk_tot, lo, start, i, s_off, s_local, t2)
+                                               chunk_tot, start, i, m_start, t2)
                                 if pick < 0:
                                     pick = _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc,
                                                           gf, lc, lf, last_pos, hi)
-            held = (prev_cum if i > lo else 0.0) - k
-            alpha = 1.0 - held
-            beta = 1.0 - mass
+            alpha = _ONE - (prev_cum - base)
+            beta = _ONE - mass
             if pick < 0:
                 _set_bit(bits, i)
                 carry = -1
             else:
                 u = _uniform(state, counter)
                 counter += np.uint64(1)
-                if _mul(u, alpha + beta) < beta:
+                if _mul(u, np.float64(alpha + beta)) < np.float64(beta):
                     _set_bit(bits, pick)
                     carry = i
                 else:
                     _set_bit(bits, i)
                     carry = pick
             ntaken += 1
-            k += 1.0
+            base += _ONE
             m_start = cum
             start = i + 1
-            s_off = off
-            s_local = local
-            t1 = _fma_free_add(k, _uniform(state, counter))
+            t1 = _target(state, counter, base)
             first_hit = -1
             npos = 0
             last_pos = -1
         else:
-            if mass > 0.0:
+            if mass > 0:
                 npos += 1
                 last_pos = i
             if first_hit < 0 and cum > t1:
@@ -1005,20 +1006,20 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
             if first_hit >= 0:
                 pick = first_hit
             else:
-                total = cum - k
+                total = cum - base
                 if total > 0:
                     u2 = _uniform(state, counter)
                     counter += np.uint64(1)
-                    t2 = _fma_free_add(k, _mul(u2, total))
+                    t2 = base + np.int64(_mul(u2, np.float64(total)))
                     if not (m_start > t2):
                         pick = _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, chunk_tot,
-                                       lo, start, hi, s_off, s_local, t2)
+                                       start, hi, m_start, t2)
                         if pick < 0:
                             pick = _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf,
                                                   last_pos, hi)
     taken_count[blk] += ntaken
     left_idx[blk] = pick
-    left_mass[blk] = cum - k
+    left_mass[blk] = np.float64(cum - base) / _SCALE  # exact: a multiple of 2^-47 below 1
 
 
 @_kernel
@@ -1071,10 +1072,10 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     """
     fill, nu, gc, gf, lc, lf = params
     nblk = -(-n // BLOCK)
-    nchunks = -(-n // CHUNK)
+    nchunks = -(-n // _CHUNK)
     bits = _full(-(-n // 32), 0, np.uint32)
     taken_count = _full(nblk, 0, np.int64)
-    chunk_tot = cuda.device_array(nchunks, np.float64)
+    chunk_tot = cuda.device_array(nchunks, np.int64)
     _chunk_kernel[_grid(nchunks), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, n,
                                         chunk_tot, bits, taken_count)
     left_idx = cuda.device_array(nblk, np.int64)
@@ -1089,26 +1090,28 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
 _NO_PARAMS = (0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
-def _merge_round(masses: np.ndarray, key: int) -> tuple[list[int], int]:
-    """The final DepRound over the block leftovers: positions taken and the last survivor.
+def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[list[int], int]:
+    """The merge of the block leftovers: :func:`rad._backends.canonical.merge_leftovers`.
 
-    ``round_sequence`` over the leftover masses on the :data:`~rad._backends.rng.MERGE_STREAM`
-    (one sequence, not blocked): the block kernels on the device while they fit one block
-    (pools below 2**32 points), the NumPy definition above that.
+    Up to :data:`BLOCK` leftovers (pools of up to 2^32 points) are one ``round_sequence``
+    on :data:`~rad._backends.rng.MERGE_STREAM`, run by the block kernels on the device
+    (a leftover mass is a multiple of 2^-47, so quantizing gives its units back exactly).
+    More are merged hierarchically by the NumPy definition on the host.
+
+    Returns the taken indices (from ``ids``) and the final leftover's index (or -1).
     """
     if masses.shape[0] == 0:
         return [], -1
     if masses.shape[0] > BLOCK:
-        from rad._backends.canonical import round_sequence
-
-        taken, pick, _ = round_sequence(masses, stream_state(key, MERGE_STREAM))
-        return list(taken), int(pick)
-    dm = cuda.to_device(masses)
+        taken, last = merge_leftovers(ids, masses, key)
+        return [int(i) for i in taken], int(last)
+    dm = cuda.to_device(np.ascontiguousarray(masses, dtype=np.float64))
     bits, _, li, _ = _round_blocks(dm, _dummy(), False, 0.0, dm, True, _NO_PARAMS, key, MERGE_STREAM,
                                    masses.shape[0])
     words = bits.copy_to_host()
     marked = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: masses.shape[0]])
-    return [int(i) for i in marked], int(li[0])
+    pick = int(li[0])
+    return [int(ids[i]) for i in marked], int(ids[pick]) if pick >= 0 else -1
 
 
 def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
@@ -1124,11 +1127,10 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
     bits, taken_count, li, lm = _round_blocks(g_arg, lv, has, float(w), q_arg, use_q, ptuple, key, None, n)
     keep = lm > 0
     ids, masses = li[keep], np.ascontiguousarray(lm[keep])
-    merged, last = _merge_round(masses, key)
-    extra = [int(ids[j]) for j in merged]
+    extra, last = _merge_leftovers(ids, masses, key)
     total = int(taken_count.copy_to_host().sum()) + len(extra)
     if total == b - 1 and last >= 0:
-        extra.append(int(ids[last]))
+        extra.append(last)
         total += 1
     if extra:
         ex = cuda.to_device(np.asarray(extra, dtype=np.int64))
