@@ -331,14 +331,95 @@ def test_marginals_with_power_slow(name: str) -> None:
 
 
 def test_certain_means_exactly_one() -> None:
-    """Only q == 1 skips the pairing (issue 14: a 1 - 2^-30 shortcut dropped shed mass)."""
-    from rad._backends.canonical import CERTAIN, round_sequence
+    """Only q that rounds to 1 unit-exactly skips the pairing (issue 14: a 1 - 2^-30 shortcut
+    dropped the mass such items shed)."""
+    from rad._backends.canonical import ONE, quantize, round_sequence
 
-    assert CERTAIN == 1.0
+    assert quantize(np.array([1 - 2.0**-30]))[0] < ONE
     q = np.concatenate([np.full(8, 1 - 2.0**-30), [8 * 2.0**-30]])
     taken, pick, held = round_sequence(q, 12345)
     # every item took part: 8 taken by pairing, the leftover holds the shed mass (~0 here)
     assert len(taken) == 8 and pick >= 0 and 0 <= held < 1e-6
+
+
+def test_quantize_against_exact_arithmetic() -> None:
+    """Every q lands within 2^-48 of its exact value (Fractions): tiny, near 1, subnormal."""
+    from fractions import Fraction
+
+    from rad._backends.canonical import ONE, quantize
+
+    rng = np.random.default_rng(3)
+    q = np.concatenate([rng.random(2000), 10.0 ** rng.uniform(-17, -1, 2000), 1 - 10.0 ** rng.uniform(-17, -1, 500),
+                        [0.0, -0.0, 5e-324, 2.0**-48, 2.0**-49, 1 - 2.0**-49, 1 - 2.0**-47, 1.0, 1.5]])
+    units = quantize(q)
+    for x, u in zip(q.tolist(), units.tolist()):
+        exact = Fraction(min(max(x, 0.0), 1.0))
+        assert abs(Fraction(u, ONE) - exact) <= Fraction(1, 2 * ONE), (x, u)
+
+
+@pytest.mark.parametrize("tiny", [1e-12, 3e-14, 2.0**-44])
+@pytest.mark.parametrize("before", [0, 30_000, 65_000])
+def test_tiny_item_owns_its_interval(monkeypatch: pytest.MonkeyPatch, tiny: float, before: int) -> None:
+    """A tiny q after a large running mass keeps an interval of length q (within 2^-48) at
+    its exact place (issue 14: with a float64 running mass near 65,000 an item below ~7e-12
+    had no interval at all and was never picked).
+
+    The block: ``before`` items of 0.75 (after which the running mass is an exact integer)
+    and the final run 0.3, tiny, 0.3 whose survivor is the leftover. Every draw is pinned
+    to ``u``; the run's survivor is the item whose exact interval holds ``u``, for ``u``
+    more than the rounding (half a unit per quantized q, one for the target) from an end."""
+    from rad._backends import canonical
+
+    q = np.concatenate([np.full(before - before % 4, 0.75), [0.3, tiny, 0.3]])
+    n = q.shape[0]
+    lo = 0.3  # the exact interval of the tiny item, relative to the run's start
+    margin = 4 * 2.0**-47
+    cases = {lo + tiny / 2: n - 2, lo - max(margin, tiny): n - 3, lo + tiny + margin: n - 1}
+    for u, owner in cases.items():
+        monkeypatch.setattr(canonical, "uniform", lambda state, counter, u=u: u)
+        _, pick, held = canonical.round_sequence(q, 0)
+        assert pick == owner, (u, pick, owner)
+        assert abs(held - (0.6 + tiny)) <= 2.0**-46
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tiny_items_identical_on_every_backend(backend: str) -> None:
+    """The case above with the real generator, many seeds: same indices as the definition."""
+    q = np.concatenate([np.full(64_000, 0.75), np.full(200, 1e-12), [0.3, 0.3, 1 - 2.0**-30, 1.0]])
+    q[-4] += 48_003 - math.fsum(q.tolist())
+    from rad._backends import get_backend, numpy_backend
+
+    b = round(math.fsum(q.tolist()))
+    for key in range(20):
+        np.testing.assert_array_equal(get_backend(backend).depround_q(q, b, key, 2),
+                                      numpy_backend.depround_q(q, b, key))
+
+
+def test_merge_of_more_leftovers_than_a_block() -> None:
+    """Pools above 2^32 points leave more than 2^16 block leftovers: the merge rounds them in
+    groups (no int64 overflow), identically on every backend, and takes floor(sum) or
+    floor(sum) + 1 distinct leftovers."""
+    from rad._backends import canonical, numba_backend
+    from rad._backends.canonical import BLOCK, ONE
+
+    rng = np.random.default_rng(8)
+    n = 2 * BLOCK + 1234
+    ids = np.sort(rng.choice(10**12, n, replace=False)).astype(np.int64)
+    masses = np.floor(rng.random(n) * ONE) / ONE  # leftovers are multiples of 2^-47
+    ref, pick = canonical.merge_leftovers(ids, masses, 5)
+    total = math.fsum(masses.tolist())
+    assert len(ref) in (math.floor(total) - 1, math.floor(total)) and pick in set(ids.tolist())
+    assert len(set(ref)) == len(ref) and set(ref) <= set(ids.tolist())
+    others = [numba_backend._merge_leftovers(ids, masses, 5)]
+    try:
+        from rad import _core
+
+        others.append(_core.merge_leftovers(ids, masses, 5))
+    except ImportError:
+        pass
+    for taken, last in others:
+        np.testing.assert_array_equal(np.asarray(taken), np.asarray(ref))
+        assert last == pick
 
 
 @pytest.mark.parametrize(

@@ -403,6 +403,14 @@ PYBIND11_MODULE(_core, m) {
         out = interruptible(n, [&] { return rad::depround(n, b, key, threads, [&](std::int64_t i) { return qp[i]; }); });
         return to_array(std::move(out));
     }, py::arg("q").noconvert(), py::arg("b"), py::arg("key"), py::arg("threads"));
+    m.def("merge_leftovers", [](Arr<std::int64_t> ids, Arr<double> masses, std::uint64_t key) {
+        require(ids.size() == masses.size(), "merge_leftovers: ids and masses differ in length");
+        std::vector<std::int64_t> out;
+        const rad::Leftover last = rad::merge_leftovers(std::vector<std::int64_t>(ids.data(), ids.data() + ids.size()),
+                                                        std::vector<double>(masses.data(), masses.data() + masses.size()),
+                                                        key, out);
+        return std::make_tuple(to_array(std::move(out)), last.index);
+    }, py::arg("ids").noconvert(), py::arg("masses").noconvert(), py::arg("key"));
     m.def("capped_eval", [](Arr<double> g_g, Arr<double> a_g, Arr<std::int64_t> ends_g, Arr<double> l_l,
                             Arr<double> a_l, Arr<std::int64_t> ends_l, double nu, double b, double m, int threads) {
         threads = checked_threads(threads);

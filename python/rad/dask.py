@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from rad._backends import get_backend
-from rad._backends.canonical import BLOCK, finish_selection, round_sequence
+from rad._backends.canonical import BLOCK, finish_selection, merge_leftovers
 from rad._backends.contract import Kernels
 from rad._backends.params import Params
 from rad._backends.radix_select import radix_select
-from rad._backends.rng import MERGE_STREAM, RNG, key_from_rng, stream_state
+from rad._backends.rng import RNG, key_from_rng
 from rad._solve.batch import _theorem1_value
 from rad._solve.game import default_w
 from rad._solve.solution import NetHarmWarning, SolutionSummary
@@ -271,6 +271,5 @@ def select(
     masses = np.concatenate([p[2] for p in parts])
     keep = masses > 0
     ids, masses = ids[keep], masses[keep]
-    merged, pick, _ = round_sequence(masses, stream_state(key, MERGE_STREAM))
-    taken.extend(int(ids[i]) for i in merged)
-    return finish_selection(taken, int(ids[pick]) if pick >= 0 else -1, b)
+    merged, pick = merge_leftovers(ids, masses, key)
+    return finish_selection(taken + merged, pick, b)

@@ -1,15 +1,17 @@
 // DepRound (paper Algorithm 2) by sequential pairing with skip-ahead (docs/design.md §1).
-// Mirrors round_sequence (python/rad/_backends/canonical.py) and depround_q exactly.
+// Mirrors round_sequence / merge_leftovers (python/rad/_backends/canonical.py) exactly.
 //
-// Within a block: items with q >= kCertain are taken, q <= 0 skipped; the running mass
-// M of the others is the chunked prefix sum below (its exact bits are part of the
-// contract). M crosses an integer at *crossing* items; between two crossings lies a
-// *run*, whose members (the carried item and the run's items) collapse to one survivor
-// picked with probability proportional to mass — inverse CDF: one uniform t aimed at
-// k + t (a second only if the run's mass falls short). At the crossing item j the survivor
-// (mass S) and j are paired exactly as in Algorithm 2: the survivor is taken with
-// probability (1 - q_j) / ((1 - S) + (1 - q_j)). Crossings and picks are found by binary
-// search on M, so the work per block is a few vectorisable passes plus O(b log B).
+// Fixed point: q becomes Q = trunc(min(q, 1) * 2^47 + 0.5) units of kOne = 2^47 (0 for
+// q <= 0); Q == kOne is certain (taken, no mass). The running mass M of the others is an
+// exact int64 prefix sum (a block's stays below 2^63), so each item's chance is exactly
+// Q / kOne and any summation order gives the same bits. M crosses a multiple of kOne at
+// *crossing* items; between two crossings lies a *run*, whose members (the carried item
+// and the run's items) collapse to one survivor picked with probability proportional to
+// mass — inverse CDF: one 47-bit uniform offset t aimed at base + t (a second only if the
+// run's mass falls short). At the crossing item j the survivor (S units) and j are paired
+// exactly as in Algorithm 2: the survivor is taken with probability
+// (kOne - Q_j) / ((kOne - S) + (kOne - Q_j)). Crossings and picks are found by binary
+// search on M, so the work per block is a streaming pass plus O(b log B).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -22,113 +24,116 @@
 
 namespace rad {
 
-// Only q == 1 is certain (taken without pairing): every other item moves M by less than
-// 1 (its rounded sum by at most 1), so M crosses one integer at a time, and an item however
-// close to 1 sheds its mass 1 - q into the pairing (canonical.CERTAIN).
-constexpr double kCertain = 1.0;
-// M is summed sequentially inside chunks of kChunk items, chunk totals sequentially:
-// M_i = O_c + L_i, O_{c+1} = O_c + L_last(c). Short dependency chains; exact same bits
-// in every backend.
-constexpr std::int64_t kChunk = 8;
+constexpr int kUnitBits = 47;
+constexpr std::int64_t kOne = std::int64_t{1} << kUnitBits;
+constexpr double kUnitScale = static_cast<double>(kOne);
+
+// canonical.quantize of one probability.
+inline std::int64_t units(double p) {
+    if (!(p > 0.0)) return 0;
+    return static_cast<std::int64_t>(std::min(p, 1.0) * kUnitScale + 0.5);
+}
+
+// Units back to a probability (exact: below 2^53).
+inline double from_units(std::int64_t u) { return static_cast<double>(u) / kUnitScale; }
 
 struct Leftover {
     std::int64_t index = -1;
-    double mass = 0.0;
+    double mass = 0.0;  // a multiple of 2^-47 in [0, 1)
 };
 
+// The pairing at crossing item j (Algorithm 2): true when the survivor is taken.
+inline bool survivor_taken(Stream& rs, std::int64_t held, std::int64_t qj) {
+    const std::int64_t alpha = kOne - held, beta = kOne - qj;
+    return rs.next() * static_cast<double>(alpha + beta) < static_cast<double>(beta);
+}
+
+// A run's first target: base plus the uniform's top 47 bits.
+inline std::int64_t first_target(Stream& rs, std::int64_t base) {
+    return base + static_cast<std::int64_t>(rs.next() * kUnitScale);
+}
+
 // Round q[0..len) (global index = base + local index); append taken global indices.
-inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t base, Stream& rs,
+inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t base_index, Stream& rs,
                                std::vector<std::int64_t>& taken) {
-    thread_local std::vector<double> mass_buf, cum_buf;
-    thread_local std::vector<std::int32_t> npos_buf;
-    mass_buf.resize(static_cast<size_t>(len));
-    cum_buf.resize(static_cast<size_t>(len));
-    npos_buf.resize(static_cast<size_t>(len) + 1);
-    double* mass = mass_buf.data();
-    double* cum = cum_buf.data();
-    std::int32_t* npos = npos_buf.data();
-    npos[0] = 0;
+    std::vector<std::int64_t> mass(static_cast<size_t>(len)), cum(static_cast<size_t>(len));
+    std::vector<std::int32_t> npos(static_cast<size_t>(len) + 1, 0);
+    std::int64_t run = 0;
     for (std::int64_t i = 0; i < len; ++i) {
-        const double p = q[i];
-        const bool certain = p >= kCertain;
-        if (certain) taken.push_back(base + i);
-        mass[i] = (certain || !(p > 0.0)) ? 0.0 : p;
-        npos[i + 1] = npos[i] + (mass[i] > 0.0);
-    }
-    double off = 0.0;
-    for (std::int64_t c0 = 0; c0 < len; c0 += kChunk) {
-        const std::int64_t c1 = std::min(len, c0 + kChunk);
-        double local = 0.0;
-        for (std::int64_t i = c0; i < c1; ++i) {
-            local += mass[i];
-            cum[i] = off + local;
+        std::int64_t u = units(q[i]);
+        if (u == kOne) {
+            taken.push_back(base_index + i);
+            u = 0;
         }
-        off = off + local;
+        mass[i] = u;
+        run += u;
+        cum[i] = run;
+        npos[i + 1] = npos[i] + (u > 0);
     }
-    auto resolve = [&](std::int64_t s, std::int64_t e, double k, double m_start, std::int64_t carry) {
+    const std::int64_t* c = cum.data();
+    auto resolve = [&](std::int64_t s, std::int64_t e, std::int64_t base, std::int64_t m_start, std::int64_t carry) {
         if (npos[e] - npos[s] == 0) return carry;
-        double target = k + rs.next();
+        std::int64_t target = first_target(rs, base);
         if (m_start > target) return carry;
-        std::int64_t i = std::upper_bound(cum + s, cum + e, target) - cum;
+        std::int64_t i = std::upper_bound(c + s, c + e, target) - c;
         if (i < e) return i;
-        const double total = cum[e - 1] - k;
+        const std::int64_t total = c[e - 1] - base;
         if (!(total > 0)) return carry;
-        target = k + rs.next() * total;
+        target = base + static_cast<std::int64_t>(rs.next() * static_cast<double>(total));
         if (m_start > target) return carry;
-        i = std::upper_bound(cum + s, cum + e, target) - cum;
+        i = std::upper_bound(c + s, c + e, target) - c;
         if (i < e) return i;
-        for (i = e - 1; !(mass[i] > 0.0); --i) {
+        for (i = e - 1; !(mass[i] > 0); --i) {
         }
         return i;
     };
-    double k = 0.0, m_start = 0.0;
-    std::int64_t start = 0, carry = -1;
+    std::int64_t base = 0, m_start = 0, start = 0, carry = -1;
     for (;;) {
-        const std::int64_t j = std::lower_bound(cum + start, cum + len, k + 1.0) - cum;
+        const std::int64_t j = std::lower_bound(c + start, c + len, base + kOne) - c;
         if (j >= len) break;
-        const std::int64_t pick = resolve(start, j, k, m_start, carry);
-        const double held = (j > 0 ? cum[j - 1] : 0.0) - k;
-        const double alpha = 1.0 - held, beta = 1.0 - mass[j];
+        const std::int64_t pick = resolve(start, j, base, m_start, carry);
+        const std::int64_t held = (j > 0 ? c[j - 1] : 0) - base;
         if (pick < 0) {
-            taken.push_back(base + j);
+            taken.push_back(base_index + j);
             carry = -1;
-        } else if (rs.next() * (alpha + beta) < beta) {
-            taken.push_back(base + pick);
+        } else if (survivor_taken(rs, held, mass[j])) {
+            taken.push_back(base_index + pick);
             carry = j;
         } else {
-            taken.push_back(base + j);
+            taken.push_back(base_index + j);
             carry = pick;
         }
-        k += 1.0;
-        m_start = cum[j];
+        base += kOne;
+        m_start = c[j];
         start = j + 1;
     }
-    const std::int64_t pick = resolve(start, len, k, m_start, carry);
-    return {pick >= 0 ? base + pick : -1, len ? cum[len - 1] - k : 0.0};
+    const std::int64_t pick = resolve(start, len, base, m_start, carry);
+    return {pick >= 0 ? base_index + pick : -1, len ? from_units(c[len - 1] - base) : 0.0};
 }
 
-// round_sequence without its three block-length arrays: one streaming pass keeps only the
-// chunk offsets O_c (and counts of positive items per chunk); a crossing, a pick or a mass
-// is then found by binary search over the chunk ends O_{c+1} and a recomputation of the
-// one chunk of kChunk items that holds it. The same M bits, the same decisions, the same
-// draws as round_sequence (tests compare every backend with the NumPy definition), with
-// 12 bytes of scratch per 8 items (96 KiB per block, in L2) and q read once per block.
+// round_sequence without its block-length arrays: one streaming pass keeps only the
+// chunk offsets O_c (exact int64 sums of kChunk items' units, and counts of positive
+// items per chunk); a crossing, a pick or a mass is then found by binary search over the
+// chunk ends O_{c+1} and a recomputation of the one chunk that holds it. The same M, the
+// same decisions, the same draws as round_sequence (tests compare every backend with the
+// NumPy definition), with 12 bytes of scratch per kChunk items and q read once per block.
 //
 // fill(i0, count, out) writes q of local items [i0, i0 + count) (vectorisable);
 // at(i) returns q of local item i (for the few chunks looked up again).
 template <class Fill, class At>
-Leftover round_chunked(std::int64_t len, std::int64_t base, Stream& rs, std::vector<std::int64_t>& taken, Fill&& fill,
-                       At&& at) {
+Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, std::vector<std::int64_t>& taken,
+                       Fill&& fill, At&& at) {
     if (len == 0) return {};
+    constexpr std::int64_t kChunk = 8;  // items per stored offset (any width gives the same M)
     constexpr std::int64_t kSub = 256;  // items per fill call (a multiple of kChunk)
     const std::int64_t nch = (len + kChunk - 1) / kChunk;
-    thread_local std::vector<double> off_buf;
+    thread_local std::vector<std::int64_t> off_buf;
     thread_local std::vector<std::int32_t> pos_buf;
     off_buf.resize(static_cast<size_t>(nch) + 1);
     pos_buf.resize(static_cast<size_t>(nch) + 1);
-    double* O = off_buf.data();
+    std::int64_t* O = off_buf.data();
     std::int32_t* P = pos_buf.data();
-    O[0] = 0.0;
+    O[0] = 0;
     P[0] = 0;
     double sub[kSub];
     for (std::int64_t s0 = 0; s0 < len; s0 += kSub) {
@@ -136,35 +141,36 @@ Leftover round_chunked(std::int64_t len, std::int64_t base, Stream& rs, std::vec
         fill(s0, cnt, sub);
         for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
             const std::int64_t c1 = std::min(cnt, c0 + kChunk);
-            double local = 0.0;
+            std::int64_t local = 0;
             std::int32_t pc = 0;
             for (std::int64_t i = c0; i < c1; ++i) {
-                const double p = sub[i];
-                const bool certain = p >= kCertain;
-                if (certain) taken.push_back(base + s0 + i);
-                const double ms = (certain || !(p > 0.0)) ? 0.0 : p;
-                local += ms;
-                pc += ms > 0.0;
+                std::int64_t u = units(sub[i]);
+                if (u == kOne) {
+                    taken.push_back(base_index + s0 + i);
+                    u = 0;
+                }
+                local += u;
+                pc += u > 0;
             }
             const std::int64_t c = (s0 + c0) / kChunk;
             O[c + 1] = O[c] + local;
             P[c + 1] = P[c] + pc;
         }
     }
-    // One chunk again: its masses and running sums (cum[i] = O_c + L_i).
-    double cm[kChunk], cc[kChunk];
+    // One chunk again: its units and running sums (cum[i] = O_c + local).
+    std::int64_t cm[kChunk], cc[kChunk];
     std::int64_t loaded = -1, clen = 0;
     auto load = [&](std::int64_t c) {
         if (c == loaded) return;
         loaded = c;
         const std::int64_t lo = c * kChunk;
         clen = std::min(kChunk, len - lo);
-        double local = 0.0;
+        std::int64_t run = O[c];
         for (std::int64_t j = 0; j < clen; ++j) {
-            const double p = at(lo + j);
-            cm[j] = (p >= kCertain || !(p > 0.0)) ? 0.0 : p;
-            local += cm[j];
-            cc[j] = O[c] + local;
+            const std::int64_t u = units(at(lo + j));
+            cm[j] = u == kOne ? 0 : u;
+            run += cm[j];
+            cc[j] = run;
         }
     };
     auto cum = [&](std::int64_t i) {
@@ -177,9 +183,9 @@ Leftover round_chunked(std::int64_t len, std::int64_t base, Stream& rs, std::vec
     };
     // First i in [s, e) with cum[i] > x (strict) or >= x; e if none. cum is non-decreasing
     // and the last item of chunk c has cum = O_{c+1}.
-    auto search = [&](std::int64_t s, std::int64_t e, double x, bool strict) -> std::int64_t {
+    auto search = [&](std::int64_t s, std::int64_t e, std::int64_t x, bool strict) -> std::int64_t {
         if (s >= e) return e;
-        auto hit = [&](double v) { return strict ? v > x : v >= x; };
+        auto hit = [&](std::int64_t v) { return strict ? v > x : v >= x; };
         const std::int64_t cs = s / kChunk;
         load(cs);
         for (std::int64_t i = s; i < std::min(e, (cs + 1) * kChunk); ++i)
@@ -204,7 +210,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base, Stream& rs, std::vec
         std::int64_t r = P[c];
         if (x % kChunk) {
             load(c);
-            for (std::int64_t j = 0; j < x - c * kChunk; ++j) r += cm[j] > 0.0;
+            for (std::int64_t j = 0; j < x - c * kChunk; ++j) r += cm[j] > 0;
         }
         return r;
     };
@@ -215,49 +221,79 @@ Leftover round_chunked(std::int64_t len, std::int64_t base, Stream& rs, std::vec
             if (P[c + 1] - P[c] > 0) {
                 load(c);
                 for (; i >= c * kChunk; --i)
-                    if (cm[i - c * kChunk] > 0.0) return i;
+                    if (cm[i - c * kChunk] > 0) return i;
             }
             i = c * kChunk - 1;
         }
     };
-    auto resolve = [&](std::int64_t s, std::int64_t e, double k, double m_start, std::int64_t carry) {
+    auto resolve = [&](std::int64_t s, std::int64_t e, std::int64_t base, std::int64_t m_start, std::int64_t carry) {
         if (positives_before(e) - positives_before(s) == 0) return carry;
-        double target = k + rs.next();
+        std::int64_t target = first_target(rs, base);
         if (m_start > target) return carry;
         std::int64_t i = search(s, e, target, true);
         if (i < e) return i;
-        const double total = cum(e - 1) - k;
+        const std::int64_t total = cum(e - 1) - base;
         if (!(total > 0)) return carry;
-        target = k + rs.next() * total;
+        target = base + static_cast<std::int64_t>(rs.next() * static_cast<double>(total));
         if (m_start > target) return carry;
         i = search(s, e, target, true);
         if (i < e) return i;
         return last_positive(e);
     };
-    double k = 0.0, m_start = 0.0;
-    std::int64_t start = 0, carry = -1;
+    std::int64_t base = 0, m_start = 0, start = 0, carry = -1;
     for (;;) {
-        const std::int64_t j = search(start, len, k + 1.0, false);
+        const std::int64_t j = search(start, len, base + kOne, false);
         if (j >= len) break;
-        const std::int64_t pick = resolve(start, j, k, m_start, carry);
-        const double held = (j > 0 ? cum(j - 1) : 0.0) - k;
-        const double alpha = 1.0 - held, beta = 1.0 - mass(j);
+        const std::int64_t pick = resolve(start, j, base, m_start, carry);
+        const std::int64_t held = (j > 0 ? cum(j - 1) : 0) - base;
         if (pick < 0) {
-            taken.push_back(base + j);
+            taken.push_back(base_index + j);
             carry = -1;
-        } else if (rs.next() * (alpha + beta) < beta) {
-            taken.push_back(base + pick);
+        } else if (survivor_taken(rs, held, mass(j))) {
+            taken.push_back(base_index + pick);
             carry = j;
         } else {
-            taken.push_back(base + j);
+            taken.push_back(base_index + j);
             carry = pick;
         }
-        k += 1.0;
+        base += kOne;
         m_start = cum(j);
         start = j + 1;
     }
-    const std::int64_t pick = resolve(start, len, k, m_start, carry);
-    return {pick >= 0 ? base + pick : -1, O[nch] - k};
+    const std::int64_t pick = resolve(start, len, base, m_start, carry);
+    return {pick >= 0 ? base_index + pick : -1, from_units(O[nch] - base)};
+}
+
+// canonical.merge_leftovers: the leftovers (index, mass) in block order rounded into
+// taken indices (appended) and one final leftover. Up to kBlock leftovers are one
+// round_sequence on kMergeStream; more are first rounded in groups of kBlock, group g
+// (counted across levels) on stream kMergeStream - 1 - g, so no running mass leaves int64.
+inline Leftover merge_leftovers(std::vector<std::int64_t> ids, std::vector<double> masses, std::uint64_t key,
+                                std::vector<std::int64_t>& out) {
+    std::uint64_t group = 0;
+    std::vector<std::int64_t> local;
+    auto round = [&](std::int64_t lo, std::int64_t cnt, std::uint64_t stream) {
+        Stream rs(stream_state(key, stream));
+        local.clear();
+        const Leftover l = round_sequence(masses.data() + lo, cnt, 0, rs, local);
+        for (std::int64_t i : local) out.push_back(ids[static_cast<size_t>(lo + i)]);
+        return Leftover{l.index >= 0 ? ids[static_cast<size_t>(lo + l.index)] : -1, l.mass};
+    };
+    while (static_cast<std::int64_t>(ids.size()) > kBlock) {
+        std::vector<std::int64_t> next_ids;
+        std::vector<double> next_mass;
+        const auto total = static_cast<std::int64_t>(ids.size());
+        for (std::int64_t lo = 0; lo < total; lo += kBlock) {
+            const Leftover l = round(lo, std::min(kBlock, total - lo), kMergeStream - 1 - group++);
+            if (l.mass > 0) {
+                next_ids.push_back(l.index);
+                next_mass.push_back(l.mass);
+            }
+        }
+        ids.swap(next_ids);
+        masses.swap(next_mass);
+    }
+    return round(0, static_cast<std::int64_t>(ids.size()), kMergeStream);
 }
 
 // The block phase of DepRound on items [0, n) whose global indices start at `offset`:
@@ -322,11 +358,8 @@ std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t
             masses.push_back(l.mass);
         }
     std::vector<std::int64_t> out = std::move(phase.taken);
-    Stream ms(stream_state(key, kMergeStream));
-    std::vector<std::int64_t> merged;
-    const Leftover last = round_sequence(masses.data(), static_cast<std::int64_t>(masses.size()), 0, ms, merged);
-    for (std::int64_t i : merged) out.push_back(ids[i]);
-    if (static_cast<std::int64_t>(out.size()) == b - 1 && last.index >= 0) out.push_back(ids[last.index]);
+    const Leftover last = merge_leftovers(std::move(ids), std::move(masses), key, out);
+    if (static_cast<std::int64_t>(out.size()) == b - 1 && last.index >= 0) out.push_back(last.index);
     std::sort(out.begin(), out.end());
     bool distinct = std::adjacent_find(out.begin(), out.end()) == out.end();
     if (static_cast<std::int64_t>(out.size()) != b || !distinct)

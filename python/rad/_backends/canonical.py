@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from rad._backends.rng import uniform
+from rad._backends.rng import MERGE_STREAM, stream_state, uniform
 
 __all__ = [
     "BLOCK",
-    "CERTAIN",
-    "CHUNK",
     "LANES",
+    "ONE",
+    "UNIT_BITS",
     "block_totals",
     "canonical_prefix",
     "finish_selection",
+    "merge_leftovers",
+    "quantize",
     "round_sequence",
-    "running_mass",
 ]
 
 #: Items per block, for canonical sums and for DepRound (fixed, never the thread count).
@@ -37,26 +38,16 @@ def canonical_prefix(x: np.ndarray) -> np.ndarray:
     any thread count reproduces these bits exactly.
     """
     x = np.asarray(x, dtype=np.float64)
-    return _blocked_prefix(x, BLOCK)
-
-
-def _blocked_prefix(x: np.ndarray, width: int) -> np.ndarray:
-    """Sequential sums inside aligned pieces of ``width`` items plus sequential offsets.
-
-    ``prefix[i] = offset[piece(i)] + local[i]``: the order of :func:`canonical_prefix`
-    (pieces of :data:`BLOCK`) and of :func:`running_mass` (chunks of :data:`CHUNK`).
-    """
     n = x.shape[0]
-    if n <= width:  # one piece: offset 0, and 0.0 + local is local
+    if n <= BLOCK:  # one block: offset 0, and 0.0 + local is local
         return np.cumsum(x)
-    pieces = -(-n // width)
-    padded = np.zeros(pieces * width)
+    blocks = -(-n // BLOCK)
+    padded = np.zeros(blocks * BLOCK)
     padded[:n] = x
-    local = np.cumsum(padded.reshape(pieces, width), axis=1)
-    offsets = np.zeros(pieces)
+    local = np.cumsum(padded.reshape(blocks, BLOCK), axis=1)
+    offsets = np.zeros(blocks)
     np.cumsum(local[:-1, -1], out=offsets[1:])
     return (local + offsets[:, None]).ravel()[:n]
-
 
 
 #: Lanes of the vector-friendly per-block totals.
@@ -84,48 +75,55 @@ def block_totals(x: np.ndarray) -> np.ndarray:
 
 
 
-#: Only ``q == 1`` is certain (taken without pairing). Every other item moves the running
-#: mass by less than 1 (its rounded sum by at most 1: one integer crossing at a time), and
-#: takes part in the pairing however close to 1 it is. (A shortcut at ``1 - 2^-30`` used
-#: to drop the mass such items shed: 2^20 of them starved a 1e-3 item entirely.)
-CERTAIN = 1.0
-#: The running mass is summed sequentially inside chunks of this many items.
-CHUNK = 8
+#: DepRound works in fixed point: a probability ``q`` becomes ``Q = round(q * 2^47)`` units
+#: of :data:`ONE` = 2^47 (:func:`quantize`), and the running mass is an exact int64 sum.
+#: Integer sums are exact, so every item's chance is exactly ``Q / ONE`` (within 2^-48 of
+#: ``q``, however small ``q`` is or however much mass precedes it in its block), and they
+#: are associative: any summation order, thread count or chunking gives the same bits. A
+#: block holds at most 2^16 items of fewer than ONE units each, so its sum stays below 2^63.
+UNIT_BITS = 47
+ONE = 1 << UNIT_BITS
+_SCALE = float(ONE)
 
 
-def running_mass(mass: np.ndarray) -> np.ndarray:
-    """The running mass ``M`` of DepRound in its canonical chunked order.
+def quantize(q: np.ndarray) -> np.ndarray:
+    """``q`` in DepRound units: ``trunc(min(q, 1) * 2^47 + 0.5)`` as int64, 0 where ``q <= 0``.
 
-    ``M_i = O_c + L_i`` with ``L_i`` the sequential sum inside chunk ``c`` (of
-    :data:`CHUNK` items) and ``O_{c+1} = O_c + L_last(c)``: short dependency chains for the
-    compiled kernels, the same bits everywhere.
+    Round half up on the exact product (a power-of-two scaling), in plain IEEE double
+    arithmetic every backend reproduces. ``Q == ONE`` marks a *certain* item (taken without
+    pairing: only ``q >= 1 - 2^-48``); every other item moves the running mass by less than
+    ONE, so it crosses one integer at a time and sheds its ``ONE - Q`` into the pairing.
     """
-    return _blocked_prefix(np.asarray(mass, dtype=np.float64), CHUNK)
+    q = np.asarray(q, dtype=np.float64)
+    x = np.where(q > 0, np.minimum(q, 1.0), 0.0)
+    return (x * _SCALE + 0.5).astype(np.int64)
 
 
 def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
     """Sequential-pairing DepRound of one block (docs/design.md §1, "DepRound").
 
-    Items with ``q >= CERTAIN`` are taken, items with ``q <= 0`` skipped. The running
-    mass ``M`` (:func:`running_mass`) of the rest crosses an integer at *crossing* items;
-    between two crossings lies a *run*, whose members (the carried item and the run's
-    items) merge into one carried item picked with probability proportional to mass — by
-    inverse CDF with one uniform ``t`` aimed at ``k + t`` (a second uniform only if the
-    run's mass fell short of it). At a crossing item ``j`` the carry (mass ``S``) and ``j``
-    are paired exactly as in Algorithm 2: the carry is taken with probability
-    ``(1-q_j) / ((1-S) + (1-q_j))``.
+    In units of :data:`ONE` (:func:`quantize`): certain items are taken, zero items
+    skipped. The running mass ``M`` (exact int64 prefix sums) of the rest crosses a
+    multiple of ONE at *crossing* items; between two crossings lies a *run*, whose members
+    (the carried item and the run's items) merge into one carried item picked with
+    probability proportional to mass — by inverse CDF with one 47-bit uniform offset ``t``
+    aimed at ``k ONE + t`` (a second uniform only if the run's mass fell short of it). At a
+    crossing item ``j`` the carry (``S`` units) and ``j`` are paired exactly as in
+    Algorithm 2: the carry is taken with probability ``(ONE-Q_j) / ((ONE-S) + (ONE-Q_j))``.
 
-    Returns the positions taken, and the leftover (position or -1, mass in [0, 1)).
+    Returns the positions taken, and the leftover (position or -1, mass in [0, 1): a
+    multiple of 2^-47, so :func:`quantize` gives its units back exactly).
     """
-    ones = q >= CERTAIN
+    units = quantize(q)
+    ones = units == ONE
     taken: list[int] = np.flatnonzero(ones).tolist()
-    mass = np.where(ones | (q <= 0), 0.0, q)
+    mass = np.where(ones, 0, units)
     n = mass.shape[0]
     if n == 0:
         return taken, -1, 0.0
-    cum = running_mass(mass)
-    floor = np.floor(cum)
-    crossings = np.flatnonzero(floor > np.concatenate(([0.0], floor[:-1])))
+    cum = np.cumsum(mass)
+    whole = cum >> UNIT_BITS
+    crossings = np.flatnonzero(whole > np.concatenate(([0], whole[:-1])))
     n_pos = np.concatenate(([0], np.cumsum(mass > 0)))
     counter = 0
 
@@ -135,53 +133,91 @@ def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
         counter += 1
         return u
 
-    def resolve(s: int, e: int, k: float, m_start: float, carry: int) -> int:
-        """The survivor of the run ``[s, e)`` entered with ``carry`` at running sum ``m_start``."""
+    def first_above(s: int, e: int, target: int) -> int:
+        return s + int(np.searchsorted(cum[s:e], target, side="right"))
+
+    def resolve(s: int, e: int, base: int, m_start: int, carry: int) -> int:
+        """The survivor of the run ``[s, e)`` entered with ``carry`` at running sum ``m_start``.
+
+        The carry holds ``[base, m_start)``, item ``i`` holds ``[cum[i-1], cum[i])``.
+        """
         if n_pos[e] - n_pos[s] == 0:
             return carry
-        target = k + draw()
+        target = base + int(draw() * _SCALE)  # the uniform's top 47 bits
         if m_start > target:
             return carry
-        i = s + int(np.searchsorted(cum[s:e], target, side="right"))
+        i = first_above(s, e, target)
         if i < e:
             return i
-        total = cum[e - 1] - k
+        total = int(cum[e - 1]) - base
         if not total > 0:
             return carry
-        target = k + draw() * total
+        target = base + int(draw() * float(total))
         if m_start > target:
             return carry
-        i = s + int(np.searchsorted(cum[s:e], target, side="right"))
+        i = first_above(s, e, target)
         if i < e:
             return i
         return s + int(np.flatnonzero(mass[s:e] > 0)[-1])
 
-    k, m_start, start, carry = 0.0, 0.0, 0, -1
+    base, m_start, start, carry = 0, 0, 0, -1
     for j in crossings.tolist():
-        pick = resolve(start, j, k, m_start, carry)
-        held = (cum[j - 1] if j > 0 else 0.0) - k
-        alpha, beta = 1.0 - held, 1.0 - mass[j]
+        pick = resolve(start, j, base, m_start, carry)
+        held = (int(cum[j - 1]) if j > 0 else 0) - base
+        alpha, beta = ONE - held, ONE - int(mass[j])
         if pick < 0:
             taken.append(j)
             carry = -1
-        elif draw() * (alpha + beta) < beta:
+        elif draw() * float(alpha + beta) < float(beta):
             taken.append(pick)
             carry = j
         else:
             taken.append(j)
             carry = pick
-        k += 1.0
-        m_start = cum[j]
+        base += ONE
+        m_start = int(cum[j])
         start = j + 1
-    pick = resolve(start, n, k, m_start, carry)
-    return taken, pick, float(cum[-1] - k)
+    pick = resolve(start, n, base, m_start, carry)
+    return taken, pick, (int(cum[-1]) - base) / _SCALE
 
 
-def finish_selection(taken: list[int], pick: int, b: int) -> np.ndarray:
-    """Round the final leftover so that exactly ``b`` distinct indices come out."""
-    if len(taken) == b - 1 and pick >= 0:
-        taken.append(pick)
-    out = np.sort(np.asarray(taken, dtype=np.int64))
+def merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[list[int], int]:
+    """Round the blocks' leftovers (block order) into taken indices and one final leftover.
+
+    Up to :data:`BLOCK` leftovers (pools of up to 2^32 points) are one
+    :func:`round_sequence` on :data:`~rad._backends.rng.MERGE_STREAM`. More are first
+    rounded in groups of BLOCK, group ``g`` (counted across levels) on stream
+    ``MERGE_STREAM - 1 - g``, so that no running mass leaves int64; their leftovers are
+    merged the same way.
+
+    Returns the taken indices (from ``ids``) and the final leftover's index (or -1).
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    masses = np.asarray(masses, dtype=np.float64)
+    taken: list[int] = []
+    group = 0
+    while ids.shape[0] > BLOCK:
+        next_ids: list[int] = []
+        next_mass: list[float] = []
+        for lo in range(0, ids.shape[0], BLOCK):
+            t, pick, held = round_sequence(masses[lo : lo + BLOCK], stream_state(key, MERGE_STREAM - 1 - group))
+            group += 1
+            taken.extend(int(ids[lo + i]) for i in t)
+            if held > 0:
+                next_ids.append(int(ids[lo + pick]))
+                next_mass.append(held)
+        ids, masses = np.asarray(next_ids, dtype=np.int64), np.asarray(next_mass)
+    t, pick, _ = round_sequence(masses, stream_state(key, MERGE_STREAM))
+    taken.extend(int(ids[i]) for i in t)
+    return taken, int(ids[pick]) if pick >= 0 else -1
+
+
+def finish_selection(taken: list[int] | np.ndarray, pick: int, b: int) -> np.ndarray:
+    """Round the final leftover so that exactly ``b`` distinct indices come out (sorted)."""
+    out = np.asarray(taken, dtype=np.int64)
+    if out.shape[0] == b - 1 and pick >= 0:
+        out = np.append(out, pick)
+    out = np.sort(out)
     if out.shape[0] != b or (b > 1 and not np.all(np.diff(out) > 0)):
         raise RuntimeError(
             f"internal error: DepRound produced {out.shape[0]} indices for a budget of {b}"

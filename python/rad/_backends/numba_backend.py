@@ -15,7 +15,7 @@ import numpy as np
 
 from rad._backends import numpy_backend as _reference
 from rad._backends import radix_select as _radix
-from rad._backends.canonical import BLOCK, CERTAIN, CHUNK
+from rad._backends.canonical import BLOCK, ONE, finish_selection
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2, stream_state
 
@@ -192,90 +192,99 @@ def _materialize(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf):
     return out
 
 
-_CERTAIN = CERTAIN
-_CHUNK = CHUNK
+_ONE = ONE
+_SCALE = float(ONE)
 
 
 @_jit
-def _resolve(cum, mass, npos, s, e, k, m_start, carry, state, counter):
+def _units(p):
+    """canonical.quantize of one probability."""
+    if not (p > 0.0):
+        return np.int64(0)
+    return np.int64(min(p, 1.0) * _SCALE + 0.5)
+
+
+@_jit
+def _first_above(cum, s, e, target):
+    return s + np.searchsorted(cum[s:e], target, side="right")
+
+
+@_jit
+def _resolve(cum, mass, npos, s, e, base, m_start, carry, state, counter):
     if npos[e] - npos[s] == 0:
         return carry, counter
-    target = k + _uniform(state, counter)
+    target = base + np.int64(_uniform(state, counter) * _SCALE)
     counter += np.uint64(1)
     if m_start > target:
         return carry, counter
-    i = s + np.searchsorted(cum[s:e], target, side="right")
+    i = _first_above(cum, s, e, target)
     if i < e:
         return i, counter
-    total = cum[e - 1] - k
+    total = cum[e - 1] - base
     if not (total > 0):
         return carry, counter
-    target = k + _uniform(state, counter) * total
+    target = base + np.int64(_uniform(state, counter) * np.float64(total))
     counter += np.uint64(1)
     if m_start > target:
         return carry, counter
-    i = s + np.searchsorted(cum[s:e], target, side="right")
+    i = _first_above(cum, s, e, target)
     if i < e:
         return i, counter
     i = e - 1
-    while not (mass[i] > 0.0):
+    while not (mass[i] > 0):
         i -= 1
     return i, counter
 
 
 @_jit
 def _round_sequence(q, lo, hi, state, out, n_out):
-    """DepRound of q[lo:hi]; appends taken indices to out[n_out:]. See depround.hpp."""
+    """DepRound of q[lo:hi]; appends taken indices to out[n_out:] (canonical.round_sequence)."""
     n = hi - lo
-    mass = np.empty(n)
-    cum = np.empty(n)
+    mass = np.empty(n, np.int64)
+    cum = np.empty(n, np.int64)
     npos = np.zeros(n + 1, np.int64)
+    run = np.int64(0)
     for i in range(n):
-        p = q[lo + i]
-        certain = p >= _CERTAIN
-        if certain:
+        u = _units(q[lo + i])
+        if u == _ONE:
             out[n_out] = lo + i
             n_out += 1
-        mass[i] = 0.0 if (certain or not (p > 0.0)) else p
-        npos[i + 1] = npos[i] + (1 if mass[i] > 0.0 else 0)
-    off = 0.0
-    for c0 in range(0, n, _CHUNK):
-        local = 0.0
-        for i in range(c0, min(n, c0 + _CHUNK)):
-            local += mass[i]
-            cum[i] = off + local
-        off = off + local
+            u = np.int64(0)
+        mass[i] = u
+        run += u
+        cum[i] = run
+        npos[i + 1] = npos[i] + (1 if u > 0 else 0)
     counter = np.uint64(0)
-    k = 0.0
-    m_start = 0.0
+    base = np.int64(0)
+    m_start = np.int64(0)
     start = 0
     carry = -1
     while True:
-        j = start + np.searchsorted(cum[start:], k + 1.0, side="left")
+        j = start + np.searchsorted(cum[start:], base + _ONE, side="left")
         if j >= n:
             break
-        pick, counter = _resolve(cum, mass, npos, start, j, k, m_start, carry, state, counter)
-        held = (cum[j - 1] if j > 0 else 0.0) - k
-        alpha = 1.0 - held
-        beta = 1.0 - mass[j]
+        pick, counter = _resolve(cum, mass, npos, start, j, base, m_start, carry, state, counter)
+        held = (cum[j - 1] if j > 0 else np.int64(0)) - base
+        alpha = _ONE - held
+        beta = _ONE - mass[j]
         if pick < 0:
             out[n_out] = lo + j
             carry = -1
         else:
             u = _uniform(state, counter)
             counter += np.uint64(1)
-            if u * (alpha + beta) < beta:
+            if u * np.float64(alpha + beta) < np.float64(beta):
                 out[n_out] = lo + pick
                 carry = j
             else:
                 out[n_out] = lo + j
                 carry = pick
         n_out += 1
-        k += 1.0
+        base += _ONE
         m_start = cum[j]
         start = j + 1
-    pick, counter = _resolve(cum, mass, npos, start, n, k, m_start, carry, state, counter)
-    left = cum[n - 1] - k if n > 0 else 0.0
+    pick, counter = _resolve(cum, mass, npos, start, n, base, m_start, carry, state, counter)
+    left = np.float64(cum[n - 1] - base) / _SCALE if n > 0 else 0.0
     return n_out, (lo + pick if pick >= 0 else -1), left
 
 
@@ -332,17 +341,36 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.nd
         round_group(first, last, states, buf, counts, left_idx, left_mass)
         pieces.extend(buf[j, : counts[j]].astype(np.int64) + (first + j) * BLOCK for j in range(last - first))
     keep = left_mass > 0
-    ids, masses = left_idx[keep], left_mass[keep]
+    merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key)
+    pieces.append(merged)
+    return finish_selection(np.concatenate(pieces), li, b)
+
+
+def _merge_once(ids: np.ndarray, masses: np.ndarray, stream: int) -> tuple[np.ndarray, int, float]:
     out = np.empty(ids.shape[0], np.int64)
-    cnt, li, _ = _round_sequence(masses, 0, masses.shape[0], np.uint64(stream_state(key, MERGE_STREAM)), out, 0)
-    pieces.append(ids[out[:cnt]])
-    taken = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
-    if taken.shape[0] == b - 1 and li >= 0:
-        taken = np.append(taken, ids[li])
-    taken.sort()
-    if taken.shape[0] != b or (b > 1 and not np.all(np.diff(taken) > 0)):
-        raise RuntimeError(f"internal error: DepRound produced {taken.shape[0]} indices for a budget of {b}")
-    return taken
+    cnt, li, held = _round_sequence(masses, 0, masses.shape[0], np.uint64(stream), out, 0)
+    return ids[out[:cnt]], (int(ids[li]) if li >= 0 else -1), held
+
+
+def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[np.ndarray, int]:
+    """canonical.merge_leftovers: groups of BLOCK first when there are more leftovers."""
+    pieces: list[np.ndarray] = []
+    group = 0
+    while ids.shape[0] > BLOCK:
+        next_ids: list[int] = []
+        next_mass: list[float] = []
+        for lo in range(0, ids.shape[0], BLOCK):
+            t, li, held = _merge_once(ids[lo : lo + BLOCK], masses[lo : lo + BLOCK],
+                                      stream_state(key, MERGE_STREAM - 1 - group))
+            group += 1
+            pieces.append(t)
+            if held > 0:
+                next_ids.append(li)
+                next_mass.append(held)
+        ids, masses = np.asarray(next_ids, np.int64), np.asarray(next_mass, np.float64)
+    t, li, _ = _merge_once(ids, masses, stream_state(key, MERGE_STREAM))
+    pieces.append(t)
+    return np.concatenate(pieces), li
 
 
 def _depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray:

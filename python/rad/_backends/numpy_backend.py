@@ -14,10 +14,17 @@ import sys
 import numpy as np
 
 from rad._backends import radix_select as _radix
-from rad._backends.canonical import BLOCK, block_totals, canonical_prefix, finish_selection, round_sequence
+from rad._backends.canonical import (
+    BLOCK,
+    block_totals,
+    canonical_prefix,
+    finish_selection,
+    merge_leftovers,
+    round_sequence,
+)
 from rad._backends.contract import CappedArrays
 from rad._backends.params import Params, probabilities_from_params
-from rad._backends.rng import MERGE_STREAM, stream_state
+from rad._backends.rng import stream_state
 
 __all__ = ["SORTFREE", "has_openmp", "name"]
 
@@ -221,7 +228,7 @@ def depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray:
     """DepRound of ``q`` (sum ~ ``b``) into exactly ``b`` sorted distinct indices.
 
     Blocks of :data:`BLOCK` items are rounded independently (stream = block index), their
-    leftovers merged in block order on :data:`rad._backends.rng.MERGE_STREAM`.
+    leftovers merged in block order (:func:`~rad._backends.canonical.merge_leftovers`).
     """
     q = np.asarray(q, dtype=np.float64)
     taken: list[int] = []
@@ -233,9 +240,8 @@ def depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray:
         if held > 0:
             left_idx.append(lo + pick)
             left_mass.append(held)
-    t, pick, _ = round_sequence(np.asarray(left_mass), stream_state(key, MERGE_STREAM))
-    taken.extend(left_idx[i] for i in t)
-    return finish_selection(taken, left_idx[pick] if pick >= 0 else -1, b)
+    merged, pick = merge_leftovers(np.asarray(left_idx, np.int64), np.asarray(left_mass), key)
+    return finish_selection(taken + merged, pick, b)
 
 
 def depround_params(
