@@ -30,8 +30,8 @@ constexpr double kUnitScale = static_cast<double>(kOne);
 
 // canonical.quantize of one probability.
 inline std::int64_t units(double p) {
-    if (!(p > 0.0)) return 0;
-    return static_cast<std::int64_t>(std::min(p, 1.0) * kUnitScale + 0.5);
+    const double x = p > 0.0 ? (p < 1.0 ? p : 1.0) : 0.0;  // branch-free: vectorises
+    return static_cast<std::int64_t>(x * kUnitScale + 0.5);
 }
 
 // Units back to a probability (exact: below 2^53).
@@ -136,21 +136,30 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     O[0] = 0;
     P[0] = 0;
     double sub[kSub];
+    std::int64_t su[kSub];
     for (std::int64_t s0 = 0; s0 < len; s0 += kSub) {
         const std::int64_t cnt = std::min(kSub, len - s0);
         fill(s0, cnt, sub);
+        // Branch-free (vectorisable) units; the rare certain items are taken afterwards.
+        std::int64_t top = 0;  // a max reduction vectorises (a count of u == kOne does not)
+        for (std::int64_t i = 0; i < cnt; ++i) {
+            const std::int64_t u = units(sub[i]);
+            su[i] = u;
+            top = u > top ? u : top;
+        }
+        if (top == kOne)
+            for (std::int64_t i = 0; i < cnt; ++i)
+                if (su[i] == kOne) {
+                    taken.push_back(base_index + s0 + i);
+                    su[i] = 0;
+                }
         for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
             const std::int64_t c1 = std::min(cnt, c0 + kChunk);
             std::int64_t local = 0;
             std::int32_t pc = 0;
             for (std::int64_t i = c0; i < c1; ++i) {
-                std::int64_t u = units(sub[i]);
-                if (u == kOne) {
-                    taken.push_back(base_index + s0 + i);
-                    u = 0;
-                }
-                local += u;
-                pc += u > 0;
+                local += su[i];
+                pc += su[i] > 0;
             }
             const std::int64_t c = (s0 + c0) / kChunk;
             O[c + 1] = O[c] + local;
