@@ -56,8 +56,7 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 // Round q[0..len) (global index = base + local index); append taken global indices.
 inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t base_index, Stream& rs,
                                std::vector<std::int64_t>& taken) {
-    std::vector<std::int64_t> mass(static_cast<size_t>(len)), cum(static_cast<size_t>(len));
-    std::vector<std::int32_t> npos(static_cast<size_t>(len) + 1, 0);
+    std::vector<std::int64_t> cum(static_cast<size_t>(len));
     std::int64_t run = 0;
     for (std::int64_t i = 0; i < len; ++i) {
         std::int64_t u = units(q[i]);
@@ -65,14 +64,13 @@ inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t b
             taken.push_back(base_index + i);
             u = 0;
         }
-        mass[i] = u;
         run += u;
         cum[i] = run;
-        npos[i + 1] = npos[i] + (u > 0);
     }
     const std::int64_t* c = cum.data();
+    auto before = [&](std::int64_t i) { return i > 0 ? c[i - 1] : std::int64_t{0}; };
     auto resolve = [&](std::int64_t s, std::int64_t e, std::int64_t base, std::int64_t m_start, std::int64_t carry) {
-        if (npos[e] - npos[s] == 0) return carry;
+        if (s >= e || c[e - 1] == before(s)) return carry;  // no mass in the run
         std::int64_t target = first_target(rs, base);
         if (m_start > target) return carry;
         std::int64_t i = std::upper_bound(c + s, c + e, target) - c;
@@ -83,7 +81,7 @@ inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t b
         if (m_start > target) return carry;
         i = std::upper_bound(c + s, c + e, target) - c;
         if (i < e) return i;
-        for (i = e - 1; !(mass[i] > 0); --i) {
+        for (i = e - 1; c[i] == before(i); --i) {
         }
         return i;
     };
@@ -92,11 +90,11 @@ inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t b
         const std::int64_t j = std::lower_bound(c + start, c + len, base + kOne) - c;
         if (j >= len) break;
         const std::int64_t pick = resolve(start, j, base, m_start, carry);
-        const std::int64_t held = (j > 0 ? c[j - 1] : 0) - base;
+        const std::int64_t held = before(j) - base;
         if (pick < 0) {
             taken.push_back(base_index + j);
             carry = -1;
-        } else if (survivor_taken(rs, held, mass[j])) {
+        } else if (survivor_taken(rs, held, c[j] - before(j))) {
             taken.push_back(base_index + pick);
             carry = j;
         } else {
@@ -111,12 +109,12 @@ inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t b
     return {pick >= 0 ? base_index + pick : -1, len ? from_units(c[len - 1] - base) : 0.0};
 }
 
-// round_sequence without its block-length arrays: one streaming pass keeps only the
-// chunk offsets O_c (exact int64 sums of kChunk items' units, and counts of positive
-// items per chunk); a crossing, a pick or a mass is then found by binary search over the
-// chunk ends O_{c+1} and a recomputation of the one chunk that holds it. The same M, the
-// same decisions, the same draws as round_sequence (tests compare every backend with the
-// NumPy definition), with 12 bytes of scratch per kChunk items and q read once per block.
+// round_sequence without its block-length array: one streaming pass keeps only the
+// chunk offsets O_c (exact int64 sums of kChunk items' units); a crossing, a pick or a
+// mass is then found by binary search over the chunk ends O_{c+1} and a recomputation of
+// the one chunk that holds it. The same M, the same decisions, the same draws as
+// round_sequence (tests compare every backend with the NumPy definition), with 8 bytes
+// of scratch per kChunk items and q read once per block.
 //
 // fill(i0, count, out) writes q of local items [i0, i0 + count) (vectorisable);
 // at(i) returns q of local item i (for the few chunks looked up again).
@@ -128,13 +126,9 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     constexpr std::int64_t kSub = 256;  // items per fill call (a multiple of kChunk)
     const std::int64_t nch = (len + kChunk - 1) / kChunk;
     thread_local std::vector<std::int64_t> off_buf;
-    thread_local std::vector<std::int32_t> pos_buf;
     off_buf.resize(static_cast<size_t>(nch) + 1);
-    pos_buf.resize(static_cast<size_t>(nch) + 1);
     std::int64_t* O = off_buf.data();
-    std::int32_t* P = pos_buf.data();
     O[0] = 0;
-    P[0] = 0;
     double sub[kSub];
     std::int64_t su[kSub];
     for (std::int64_t s0 = 0; s0 < len; s0 += kSub) {
@@ -156,14 +150,9 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
             const std::int64_t c1 = std::min(cnt, c0 + kChunk);
             std::int64_t local = 0;
-            std::int32_t pc = 0;
-            for (std::int64_t i = c0; i < c1; ++i) {
-                local += su[i];
-                pc += su[i] > 0;
-            }
+            for (std::int64_t i = c0; i < c1; ++i) local += su[i];
             const std::int64_t c = (s0 + c0) / kChunk;
             O[c + 1] = O[c] + local;
-            P[c + 1] = P[c] + pc;
         }
     }
     // One chunk again: its units and running sums (cum[i] = O_c + local).
@@ -214,20 +203,12 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
             if (hit(cc[i - lo * kChunk])) return i;
         return e;
     };
-    auto positives_before = [&](std::int64_t x) -> std::int64_t {
-        const std::int64_t c = x / kChunk;
-        std::int64_t r = P[c];
-        if (x % kChunk) {
-            load(c);
-            for (std::int64_t j = 0; j < x - c * kChunk; ++j) r += cm[j] > 0;
-        }
-        return r;
-    };
+    auto before = [&](std::int64_t i) { return i > 0 ? cum(i - 1) : std::int64_t{0}; };
     auto last_positive = [&](std::int64_t e) -> std::int64_t {  // one exists before e
         std::int64_t i = e - 1;
         for (;;) {
             const std::int64_t c = i / kChunk;
-            if (P[c + 1] - P[c] > 0) {
+            if (O[c + 1] > O[c]) {
                 load(c);
                 for (; i >= c * kChunk; --i)
                     if (cm[i - c * kChunk] > 0) return i;
@@ -236,7 +217,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         }
     };
     auto resolve = [&](std::int64_t s, std::int64_t e, std::int64_t base, std::int64_t m_start, std::int64_t carry) {
-        if (positives_before(e) - positives_before(s) == 0) return carry;
+        if (s >= e || cum(e - 1) == before(s)) return carry;  // no mass in the run
         std::int64_t target = first_target(rs, base);
         if (m_start > target) return carry;
         std::int64_t i = search(s, e, target, true);
@@ -254,7 +235,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         const std::int64_t j = search(start, len, base + kOne, false);
         if (j >= len) break;
         const std::int64_t pick = resolve(start, j, base, m_start, carry);
-        const std::int64_t held = (j > 0 ? cum(j - 1) : 0) - base;
+        const std::int64_t held = before(j) - base;
         if (pick < 0) {
             taken.push_back(base_index + j);
             carry = -1;

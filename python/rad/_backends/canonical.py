@@ -124,7 +124,6 @@ def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
     cum = np.cumsum(mass)
     whole = cum >> UNIT_BITS
     crossings = np.flatnonzero(whole > np.concatenate(([0], whole[:-1])))
-    n_pos = np.concatenate(([0], np.cumsum(mass > 0)))
     counter = 0
 
     def draw() -> float:
@@ -141,7 +140,7 @@ def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
 
         The carry holds ``[base, m_start)``, item ``i`` holds ``[cum[i-1], cum[i])``.
         """
-        if n_pos[e] - n_pos[s] == 0:
+        if s >= e or cum[e - 1] == (cum[s - 1] if s > 0 else 0):  # no mass in the run
             return carry
         target = base + int(draw() * _SCALE)  # the uniform's top 47 bits
         if m_start > target:

@@ -28,8 +28,10 @@ _GOLDEN = np.uint64(GOLDEN)
 _M1 = np.uint64(MIX1)
 _M2 = np.uint64(MIX2)
 _INF = np.inf
-_jit = nb.njit(cache=True, nogil=True)
-_pjit = nb.njit(cache=True, nogil=True, parallel=True)
+# IEEE division (x/0 is inf, as in C++, not ZeroDivisionError): no check per division, so
+# the loops vectorise.
+_jit = nb.njit(cache=True, nogil=True, error_model="numpy")
+_pjit = nb.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 
 
 @_jit
@@ -165,23 +167,6 @@ def _support_sums(g, losses, has_losses, w, tau):
     return rh, rg, counts.sum(), mins.min()
 
 
-@_jit
-def _probability(g, l, fill_loss, nu, gain_cut, gain_frac, loss_cut, loss_frac):
-    a = g + l
-    cap = 1.0 if a <= nu else nu / a
-    if not fill_loss:
-        if g > gain_cut:
-            return cap
-        if g == gain_cut:
-            return gain_frac * cap
-        return 0.0
-    if l < loss_cut:
-        return 1.0
-    if l == loss_cut:
-        return cap + loss_frac * (1.0 - cap)
-    return cap
-
-
 @_pjit
 def _materialize(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf):
     n = g.shape[0]
@@ -198,26 +183,26 @@ _SCALE = float(ONE)
 
 @_jit
 def _units(p):
-    """canonical.quantize of one probability."""
-    if not (p > 0.0):
-        return np.int64(0)
-    return np.int64(min(p, 1.0) * _SCALE + 0.5)
+    """canonical.quantize of one probability (branch-free)."""
+    x = min(p, 1.0) if p > 0.0 else 0.0
+    return np.int64(x * _SCALE + 0.5)
 
 
 @_jit
-def _first_above(cum, s, e, target):
-    return s + np.searchsorted(cum[s:e], target, side="right")
+def _held(cum, i):
+    """The running mass before item ``i``."""
+    return cum[i - 1] if i > 0 else np.int64(0)
 
 
 @_jit
-def _resolve(cum, mass, npos, s, e, base, m_start, carry, state, counter):
-    if npos[e] - npos[s] == 0:
+def _resolve(cum, s, e, base, m_start, carry, state, counter):
+    if s >= e or cum[e - 1] == _held(cum, s):  # no mass in the run
         return carry, counter
     target = base + np.int64(_uniform(state, counter) * _SCALE)
     counter += np.uint64(1)
     if m_start > target:
         return carry, counter
-    i = _first_above(cum, s, e, target)
+    i = s + np.searchsorted(cum[s:e], target, side="right")
     if i < e:
         return i, counter
     total = cum[e - 1] - base
@@ -227,46 +212,34 @@ def _resolve(cum, mass, npos, s, e, base, m_start, carry, state, counter):
     counter += np.uint64(1)
     if m_start > target:
         return carry, counter
-    i = _first_above(cum, s, e, target)
+    i = s + np.searchsorted(cum[s:e], target, side="right")
     if i < e:
         return i, counter
     i = e - 1
-    while not (mass[i] > 0):
+    while cum[i] == _held(cum, i):
         i -= 1
     return i, counter
 
 
 @_jit
-def _round_sequence(q, lo, hi, state, out, n_out):
-    """DepRound of q[lo:hi]; appends taken indices to out[n_out:] (canonical.round_sequence)."""
-    n = hi - lo
-    mass = np.empty(n, np.int64)
-    cum = np.empty(n, np.int64)
-    npos = np.zeros(n + 1, np.int64)
-    run = np.int64(0)
-    for i in range(n):
-        u = _units(q[lo + i])
-        if u == _ONE:
-            out[n_out] = lo + i
-            n_out += 1
-            u = np.int64(0)
-        mass[i] = u
-        run += u
-        cum[i] = run
-        npos[i + 1] = npos[i] + (1 if u > 0 else 0)
+def _round_running(cum, n, lo, state, out, n_out):
+    """canonical.round_sequence on the running mass ``cum[:n]``.
+
+    Certain items are already taken; appends taken indices (plus ``lo``) to out[n_out:].
+    """
     counter = np.uint64(0)
     base = np.int64(0)
     m_start = np.int64(0)
     start = 0
     carry = -1
     while True:
-        j = start + np.searchsorted(cum[start:], base + _ONE, side="left")
+        j = start + np.searchsorted(cum[start:n], base + _ONE, side="left")
         if j >= n:
             break
-        pick, counter = _resolve(cum, mass, npos, start, j, base, m_start, carry, state, counter)
-        held = (cum[j - 1] if j > 0 else np.int64(0)) - base
+        pick, counter = _resolve(cum, start, j, base, m_start, carry, state, counter)
+        held = _held(cum, j) - base
         alpha = _ONE - held
-        beta = _ONE - mass[j]
+        beta = _ONE - (cum[j] - _held(cum, j))
         if pick < 0:
             out[n_out] = lo + j
             carry = -1
@@ -283,9 +256,59 @@ def _round_sequence(q, lo, hi, state, out, n_out):
         base += _ONE
         m_start = cum[j]
         start = j + 1
-    pick, counter = _resolve(cum, mass, npos, start, n, base, m_start, carry, state, counter)
+    pick, counter = _resolve(cum, start, n, base, m_start, carry, state, counter)
     left = np.float64(cum[n - 1] - base) / _SCALE if n > 0 else 0.0
     return n_out, (lo + pick if pick >= 0 else -1), left
+
+
+@_jit
+def _take_certain(units, n, top, out, n_out):
+    """Take the certain items (``units == ONE``; ``top`` is the largest unit).
+
+    They hold no mass; then ``units`` becomes the running mass.
+    """
+    if top == _ONE:
+        for i in range(n):
+            if units[i] == _ONE:
+                out[n_out] = i
+                n_out += 1
+                units[i] = 0
+    run = np.int64(0)
+    for i in range(n):
+        run += units[i]
+        units[i] = run
+    return n_out
+
+
+@_jit
+def _probability(g, l, fill_loss, nu, gain_cut, gain_frac, loss_cut, loss_frac):
+    """``q_i`` from the solution's parameters (``probability_fill`` in support.hpp).
+
+    Without branches, so the DepRound pass vectorises; the same operations, the same bits.
+    """
+    a = g + l
+    d = nu / a
+    cap = 1.0 if a <= nu else d
+    by_gain = cap if g > gain_cut else (gain_frac * cap if g == gain_cut else 0.0)
+    by_loss = 1.0 if l < loss_cut else (cap + loss_frac * (1.0 - cap) if l == loss_cut else cap)
+    return by_loss if fill_loss else by_gain
+
+
+@_jit
+def _round_sequence(q, lo, hi, state, out, n_out):
+    """DepRound of q[lo:hi]; appends taken indices to out[n_out:] (canonical.round_sequence)."""
+    n = hi - lo
+    cum = np.empty(n, np.int64)
+    top = np.int64(0)
+    for i in range(n):
+        u = _units(q[lo + i])
+        cum[i] = u
+        top = max(top, u)
+    first = n_out
+    n_out = _take_certain(cum, n, top, out, n_out)
+    for t in range(first, n_out):
+        out[t] += lo
+    return _round_running(cum, n, lo, state, out, n_out)
 
 
 @_pjit
@@ -293,7 +316,7 @@ def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf
                          counts, left_idx, left_mass):
     """The block phase of DepRound with ``q`` computed block by block (no array of size n).
 
-    Each block's probabilities go to a block-sized scratch array (the same expressions as
+    Each block's units go to a block-sized scratch array (the same expressions as
     :func:`_probability`, so the same bits as ``materialize``); the taken positions are
     written block-local into ``buf`` (int32) and made global by the caller.
     """
@@ -302,11 +325,15 @@ def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf
         blk = first_blk + j
         lo = blk * BLOCK
         hi = min(n, lo + BLOCK)
-        qb = np.empty(hi - lo)
+        cum = np.empty(hi - lo, np.int64)
+        top = np.int64(0)
         for i in range(lo, hi):
             gi = np.float64(g[i])
-            qb[i - lo] = _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
-        cnt, li, lm = _round_sequence(qb, 0, hi - lo, states[j], buf[j], 0)
+            u = _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf))
+            cum[i - lo] = u
+            top = max(top, u)
+        cnt = _take_certain(cum, hi - lo, top, buf[j], 0)
+        cnt, li, lm = _round_running(cum, hi - lo, 0, states[j], buf[j], cnt)
         counts[j] = cnt
         left_idx[blk] = lo + li if li >= 0 else -1
         left_mass[blk] = lm
