@@ -146,7 +146,23 @@ def test_certificate_brackets_the_exact_optimum(inst: dict) -> None:
     assert Fraction(cert.lower) <= opt + tol_cert, _explain(cert.lower, opt, tol_cert)
     assert Fraction(cert.upper) >= opt - tol_cert, _explain(cert.upper, opt, tol_cert)
     assert Fraction(cert.lower) >= opt - tol_cert, _explain(cert.lower, opt, tol_cert)
+    assert Fraction(cert.upper) <= opt + tol_cert, _explain(cert.upper, opt, tol_cert)
     assert cert.optimal
+
+
+def test_certificate_upper_is_tight_when_the_saddle_is_loose() -> None:
+    """Found by CI: m within 2e-5 of n, the loss fill's boundary point above the attack
+    level pins the saddle completion's water level, which left ``upper`` 1.2e-3 above the
+    optimum (7e-11 of the scale, so ``optimal`` held) where one ulp of the inputs moves it
+    by 7e-9. The search now runs whenever the gap exceeds the sums' rounding."""
+    inst = {"gains": np.full(20, 916646.0), "losses": np.array([0.0] * 10 + [2.0] * 8 + [1.75, 0.25]),
+            "w": None, "m": 19.99998306423126, "b": 19}
+    game, opt, tol = _reference(inst)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rad.NetHarmWarning)
+        cert = rad.verify.certificate(inst["gains"], inst["m"], inst["b"], losses=inst["losses"])
+    tol_cert = tol + Fraction(16 * np.finfo(float).eps * cert.scale)
+    assert abs(Fraction(cert.upper) - opt) <= tol_cert, _explain(cert.upper, opt, tol_cert)
 
 
 @given(inst=instances(max_n=7))

@@ -51,6 +51,8 @@ from rad.verify.selection import select_top
 
 __all__ = ["CHUNK", "Certificate", "certificate"]
 
+_EPS = float(np.finfo(np.float64).eps)
+
 
 @dataclass(frozen=True)
 class Certificate:
@@ -174,8 +176,9 @@ def certificate(
         How the adversary is built. ``"saddle"``: completion of the solver's optimum
         (a few passes); ``"search"``: the independent water search, a convex 1-D
         minimisation that never looks at the solver's numbers (about 10–30 evaluations of
-        2–6 passes each); ``"auto"``: the saddle completion, then the search only if a gap
-        remains. With ``"search"`` and an array ``q`` the solver is not run at all.
+        2–6 passes each); ``"auto"``: the saddle completion, then the search only if its
+        gap exceeds what rounding explains (``n * eps * scale``), keeping the tighter
+        bound. With ``"search"`` and an array ``q`` the solver is not run at all.
     backend : {"auto", "cpp", "numba", "numpy"}
         Kernels for solving and for producing ``q``.
     threads : int, optional
@@ -310,7 +313,13 @@ def certificate(
     scale0 = max(abs(qg), abs(top_cert.total))
 
     def closed(up: float) -> bool:
-        return up - lower <= rtol * max(scale0, abs(up))
+        """The gap is within what the sums' rounding can explain (docs/certificate.md §5).
+
+        Stricter than ``rtol``: a saddle completion of a ``q*`` that is optimal only to
+        its input's conditioning can be loose far beyond rounding (a boundary point with
+        ``q*_i a_i`` above ``nu`` pins the water level), and then the search runs.
+        """
+        return up - lower <= n * _EPS * max(scale0, abs(up))
 
     candidates: list[tuple[float, float, str, Adversary]] = []
     if bi == 0:  # the sampler takes nothing: every adversary gives 0
@@ -325,7 +334,7 @@ def certificate(
             hint = candidates[0][3].lam if candidates else None
             # Psi(lam) bounds Phi(u(lam)) from above: once it closes the gap to the lower
             # bound (half the tolerance), the search may stop early.
-            target = lower + 0.5 * rtol * scale0 if method == "auto" else -math.inf
+            target = lower + 0.5 * n * _EPS * scale0 if method == "auto" else -math.inf
             water = WaterAdversary(water_search(pool, mf, bi, hint, target))
             up, us = upper_bound(pool, water, bi)
             candidates.append((up, us, "search", water))
