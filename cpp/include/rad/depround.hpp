@@ -1,13 +1,13 @@
 // DepRound (paper Algorithm 2) by sequential pairing with skip-ahead (docs/design.md §1).
 // Mirrors round_sequence / merge_leftovers (python/rad/_backends/canonical.py) exactly.
 //
-// Fixed point: q becomes Q = trunc(min(q, 1) * 2^47 + 0.5) units of kOne = 2^47 (0 for
+// Fixed point: q becomes Q = trunc(min(q, 1) * 2^46 + 0.5) units of kOne = 2^46 (0 for
 // q <= 0); Q == kOne is certain (taken, no mass). The running mass M of the others is an
-// exact int64 prefix sum (a block's stays below 2^63), so each item's chance is exactly
+// exact int64 prefix sum (a block's stays below 2^62, its targets below 2^63), so each item's chance is exactly
 // Q / kOne and any summation order gives the same bits. M crosses a multiple of kOne at
 // *crossing* items; between two crossings lies a *run*, whose members (the carried item
 // and the run's items) collapse to one survivor picked with probability proportional to
-// mass — inverse CDF: one 47-bit uniform offset t aimed at base + t (a second only if the
+// mass — inverse CDF: one 46-bit uniform offset t aimed at base + t (a second only if the
 // run's mass falls short). At the crossing item j the survivor (S units) and j are paired
 // exactly as in Algorithm 2: the survivor is taken with probability
 // (kOne - Q_j) / ((kOne - S) + (kOne - Q_j)). Crossings and picks are found by binary
@@ -24,7 +24,7 @@
 
 namespace rad {
 
-constexpr int kUnitBits = 47;
+constexpr int kUnitBits = 46;
 constexpr std::int64_t kOne = std::int64_t{1} << kUnitBits;
 constexpr double kUnitScale = static_cast<double>(kOne);
 
@@ -39,7 +39,7 @@ inline double from_units(std::int64_t u) { return static_cast<double>(u) / kUnit
 
 struct Leftover {
     std::int64_t index = -1;
-    double mass = 0.0;  // a multiple of 2^-47 in [0, 1)
+    double mass = 0.0;  // a multiple of 2^-46 in [0, 1)
 };
 
 // The pairing at crossing item j (Algorithm 2): true when the survivor is taken.
@@ -48,7 +48,7 @@ inline bool survivor_taken(Stream& rs, std::int64_t held, std::int64_t qj) {
     return rs.next() * static_cast<double>(alpha + beta) < static_cast<double>(beta);
 }
 
-// A run's first target: base plus the uniform's top 47 bits.
+// A run's first target: base plus the uniform's top 46 bits.
 inline std::int64_t first_target(Stream& rs, std::int64_t base) {
     return base + static_cast<std::int64_t>(rs.next() * kUnitScale);
 }
@@ -56,6 +56,7 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 // Round q[0..len) (global index = base + local index); append taken global indices.
 inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t base_index, Stream& rs,
                                std::vector<std::int64_t>& taken) {
+    if (len == 0) return {};  // (q may be null: no pointer arithmetic on it)
     std::vector<std::int64_t> cum(static_cast<size_t>(len));
     std::int64_t run = 0;
     for (std::int64_t i = 0; i < len; ++i) {

@@ -75,23 +75,24 @@ def block_totals(x: np.ndarray) -> np.ndarray:
 
 
 
-#: DepRound works in fixed point: a probability ``q`` becomes ``Q = round(q * 2^47)`` units
-#: of :data:`ONE` = 2^47 (:func:`quantize`), and the running mass is an exact int64 sum.
-#: Integer sums are exact, so every item's chance is exactly ``Q / ONE`` (within 2^-48 of
+#: DepRound works in fixed point: a probability ``q`` becomes ``Q = round(q * 2^46)`` units
+#: of :data:`ONE` = 2^46 (:func:`quantize`), and the running mass is an exact int64 sum.
+#: Integer sums are exact, so every item's chance is exactly ``Q / ONE`` (within 2^-47 of
 #: ``q``, however small ``q`` is or however much mass precedes it in its block), and they
 #: are associative: any summation order, thread count or chunking gives the same bits. A
-#: block holds at most 2^16 items of fewer than ONE units each, so its sum stays below 2^63.
-UNIT_BITS = 47
+#: block holds at most 2^16 items of fewer than ONE units each, so its sum (and the next
+#: crossing's target, one ONE above) stays below 2^63.
+UNIT_BITS = 46
 ONE = 1 << UNIT_BITS
 _SCALE = float(ONE)
 
 
 def quantize(q: np.ndarray) -> np.ndarray:
-    """``q`` in DepRound units: ``trunc(min(q, 1) * 2^47 + 0.5)`` as int64, 0 where ``q <= 0``.
+    """``q`` in DepRound units: ``trunc(min(q, 1) * 2^46 + 0.5)`` as int64, 0 where ``q <= 0``.
 
     Round half up on the exact product (a power-of-two scaling), in plain IEEE double
     arithmetic every backend reproduces. ``Q == ONE`` marks a *certain* item (taken without
-    pairing: only ``q >= 1 - 2^-48``); every other item moves the running mass by less than
+    pairing: only ``q >= 1 - 2^-47``); every other item moves the running mass by less than
     ONE, so it crosses one integer at a time and sheds its ``ONE - Q`` into the pairing.
     """
     q = np.asarray(q, dtype=np.float64)
@@ -106,13 +107,13 @@ def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
     skipped. The running mass ``M`` (exact int64 prefix sums) of the rest crosses a
     multiple of ONE at *crossing* items; between two crossings lies a *run*, whose members
     (the carried item and the run's items) merge into one carried item picked with
-    probability proportional to mass — by inverse CDF with one 47-bit uniform offset ``t``
+    probability proportional to mass — by inverse CDF with one 46-bit uniform offset ``t``
     aimed at ``k ONE + t`` (a second uniform only if the run's mass fell short of it). At a
     crossing item ``j`` the carry (``S`` units) and ``j`` are paired exactly as in
     Algorithm 2: the carry is taken with probability ``(ONE-Q_j) / ((ONE-S) + (ONE-Q_j))``.
 
     Returns the positions taken, and the leftover (position or -1, mass in [0, 1): a
-    multiple of 2^-47, so :func:`quantize` gives its units back exactly).
+    multiple of 2^-46, so :func:`quantize` gives its units back exactly).
     """
     units = quantize(q)
     ones = units == ONE
@@ -142,7 +143,7 @@ def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
         """
         if s >= e or cum[e - 1] == (cum[s - 1] if s > 0 else 0):  # no mass in the run
             return carry
-        target = base + int(draw() * _SCALE)  # the uniform's top 47 bits
+        target = base + int(draw() * _SCALE)  # the uniform's top 46 bits
         if m_start > target:
             return carry
         i = first_above(s, e, target)

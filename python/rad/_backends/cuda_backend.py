@@ -25,11 +25,11 @@ copy). The kernels that decide the result reproduce the CPU backends bit for bit
   FMA; divisions are IEEE (``div.rn``).
 * :func:`depround_params` / :func:`depround_q` run the fixed-point sequence of
   :func:`rad._backends.canonical.round_sequence` (docs/design.md §1, "DepRound") in two
-  phases: every probability becomes int64 units of 2^47 (``canonical.quantize``, the same
+  phases: every probability becomes int64 units of 2^46 (``canonical.quantize``, the same
   IEEE expression); a thread per 8-point chunk sums the chunk's units (exact int64, so the
   chunk totals give the running mass in any order) and marks the certain points; then a
   thread per 65,536-point block walks the chunk totals on the stream ``(key, block)`` of
-  :mod:`rad._backends.rng` and reads its items only where a multiple of 2^47 is crossed or
+  :mod:`rad._backends.rng` and reads its items only where a multiple of 2^46 is crossed or
   a run's target falls. Taken points go to a device bitmap; the block leftovers are merged
   as ``canonical.merge_leftovers`` does (up to 65,536 of them on
   :data:`~rad._backends.rng.MERGE_STREAM` by the same kernels, more on the host), and the
@@ -801,21 +801,21 @@ def support_stats(gains, losses, w, params: Params, threads):
 # ------------------------------------------------------------------------ DepRound
 #
 # The fixed-point sequence of rad._backends.canonical.round_sequence (docs/design.md §1,
-# "DepRound"): every probability becomes int64 units of _ONE = 2^47 (_units, the IEEE
+# "DepRound"): every probability becomes int64 units of _ONE = 2^46 (_units, the IEEE
 # expression of canonical.quantize), the running mass is the exact int64 prefix sum of the
 # non-certain units, so chunk totals add up to the same bits in any order and skipping a
 # chunk is exact. Masses stay int64 throughout (never uint64: numba would promote a mix
 # of the two to float64).
 
 _ONE = ONE
-_SCALE = float(ONE)  # 2^47: scaling by it is exact, so an FMA cannot change x * _SCALE + 0.5
+_SCALE = float(ONE)  # 2^46: scaling by it is exact, so an FMA cannot change x * _SCALE + 0.5
 #: Items per chunk of phase 1 (any width gives the same bits: integer sums are exact).
 _CHUNK = 8
 
 
 @cuda.jit(device=True)
 def _units(p):
-    """canonical.quantize of one probability: ``trunc(min(p, 1) * 2^47 + 0.5)``, 0 unless ``p > 0``."""
+    """canonical.quantize of one probability: ``trunc(min(p, 1) * 2^46 + 0.5)``, 0 unless ``p > 0``."""
     if not (p > 0.0):
         return np.int64(0)
     x = min(p, 1.0)
@@ -900,7 +900,7 @@ def _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, c
 
 @cuda.jit(device=True)
 def _target(state, counter, base):
-    """``base + int64(u * 2^47)``: a run's first target (exact, the uniform's top 47 bits)."""
+    """``base + int64(u * 2^46)``: a run's first target (exact, the uniform's top 46 bits)."""
     return base + np.int64(_mul(_uniform(state, counter), _SCALE))
 
 
@@ -1019,7 +1019,7 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
                                                   last_pos, hi)
     taken_count[blk] += ntaken
     left_idx[blk] = pick
-    left_mass[blk] = np.float64(cum - base) / _SCALE  # exact: a multiple of 2^-47 below 1
+    left_mass[blk] = np.float64(cum - base) / _SCALE  # exact: a multiple of 2^-46 below 1
 
 
 @_kernel
@@ -1095,7 +1095,7 @@ def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[lis
 
     Up to :data:`BLOCK` leftovers (pools of up to 2^32 points) are one ``round_sequence``
     on :data:`~rad._backends.rng.MERGE_STREAM`, run by the block kernels on the device
-    (a leftover mass is a multiple of 2^-47, so quantizing gives its units back exactly).
+    (a leftover mass is a multiple of 2^-46, so quantizing gives its units back exactly).
     More are merged hierarchically by the NumPy definition on the host.
 
     Returns the taken indices (from ``ids``) and the final leftover's index (or -1).

@@ -177,7 +177,9 @@ def _materialize(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf):
     return out
 
 
-_ONE = ONE
+# canonical.ONE written out here: numba's on-disk cache follows this file, not canonical.py.
+_ONE = 1 << 46
+assert _ONE == ONE, "numba_backend._ONE must equal canonical.ONE"
 _SCALE = float(ONE)
 
 
