@@ -171,9 +171,7 @@ def _solve_game(game: Game) -> Solution:
                 value = b * _theorem1_value(gains, losses, w_k, m, tau, g, h, count)
                 return done(value, count, tau, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0))
 
-    if perm is None and losses is None:
-        perm = backend.argsort_desc(gains, threads)
-    ctx = CappedContext.build(gains, losses, w_k, perm, backend, threads)
+    ctx = CappedContext.build(gains, losses, w_k, backend, threads)
     nu, ev = maximise_dual(ctx, b, m)
     if not (math.isfinite(ev.value) and math.isfinite(nu)):
         raise _Overflow
