@@ -53,69 +53,13 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
     return base + static_cast<std::int64_t>(rs.next() * kUnitScale);
 }
 
-// Round q[0..len) (global index = base + local index); append taken global indices.
-inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t base_index, Stream& rs,
-                               std::vector<std::int64_t>& taken) {
-    if (len == 0) return {};  // (q may be null: no pointer arithmetic on it)
-    std::vector<std::int64_t> cum(static_cast<size_t>(len));
-    std::int64_t run = 0;
-    for (std::int64_t i = 0; i < len; ++i) {
-        std::int64_t u = units(q[i]);
-        if (u == kOne) {
-            taken.push_back(base_index + i);
-            u = 0;
-        }
-        run += u;
-        cum[i] = run;
-    }
-    const std::int64_t* c = cum.data();
-    auto before = [&](std::int64_t i) { return i > 0 ? c[i - 1] : std::int64_t{0}; };
-    auto resolve = [&](std::int64_t s, std::int64_t e, std::int64_t base, std::int64_t m_start, std::int64_t carry) {
-        if (s >= e || c[e - 1] == before(s)) return carry;  // no mass in the run
-        std::int64_t target = first_target(rs, base);
-        if (m_start > target) return carry;
-        std::int64_t i = std::upper_bound(c + s, c + e, target) - c;
-        if (i < e) return i;
-        const std::int64_t total = c[e - 1] - base;
-        if (!(total > 0)) return carry;
-        target = base + static_cast<std::int64_t>(rs.next() * static_cast<double>(total));
-        if (m_start > target) return carry;
-        i = std::upper_bound(c + s, c + e, target) - c;
-        if (i < e) return i;
-        for (i = e - 1; c[i] == before(i); --i) {
-        }
-        return i;
-    };
-    std::int64_t base = 0, m_start = 0, start = 0, carry = -1;
-    for (;;) {
-        const std::int64_t j = std::lower_bound(c + start, c + len, base + kOne) - c;
-        if (j >= len) break;
-        const std::int64_t pick = resolve(start, j, base, m_start, carry);
-        const std::int64_t held = before(j) - base;
-        if (pick < 0) {
-            taken.push_back(base_index + j);
-            carry = -1;
-        } else if (survivor_taken(rs, held, c[j] - before(j))) {
-            taken.push_back(base_index + pick);
-            carry = j;
-        } else {
-            taken.push_back(base_index + j);
-            carry = pick;
-        }
-        base += kOne;
-        m_start = c[j];
-        start = j + 1;
-    }
-    const std::int64_t pick = resolve(start, len, base, m_start, carry);
-    return {pick >= 0 ? base_index + pick : -1, len ? from_units(c[len - 1] - base) : 0.0};
-}
-
-// round_sequence without its block-length array: one streaming pass keeps only the
-// chunk offsets O_c (exact int64 sums of kChunk items' units); a crossing, a pick or a
-// mass is then found by binary search over the chunk ends O_{c+1} and a recomputation of
-// the one chunk that holds it. The same M, the same decisions, the same draws as
-// round_sequence (tests compare every backend with the NumPy definition), with 8 bytes
-// of scratch per kChunk items and q read once per block.
+// Round local items [0, len) (global index = base_index + local index); append taken global
+// indices. No block-length array: one streaming pass keeps only the chunk offsets O_c
+// (exact int64 sums of kChunk items' units); a crossing, a pick or a mass is then found by
+// binary search over the chunk ends O_{c+1} and a recomputation of the one chunk that
+// holds it. The same M, the same decisions, the same draws as canonical.round_sequence
+// (tests compare every backend with the NumPy definition), with 8 bytes of scratch per
+// kChunk items and q read once per block.
 //
 // fill(i0, count, out) writes q of local items [i0, i0 + count) (vectorisable);
 // at(i) returns q of local item i (for the few chunks looked up again).
@@ -253,6 +197,15 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     }
     const std::int64_t pick = resolve(start, len, base, m_start, carry);
     return {pick >= 0 ? base_index + pick : -1, from_units(O[nch] - base)};
+}
+
+// round_chunked over an array q[0..len).
+inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t base_index, Stream& rs,
+                               std::vector<std::int64_t>& taken) {
+    return round_chunked(
+        len, base_index, rs, taken,
+        [q](std::int64_t i0, std::int64_t cnt, double* dst) { std::copy(q + i0, q + i0 + cnt, dst); },
+        [q](std::int64_t i) { return q[i]; });
 }
 
 // canonical.merge_leftovers: the leftovers (index, mass) in block order rounded into

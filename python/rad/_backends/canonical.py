@@ -9,6 +9,9 @@ kernels reproduce them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Union
+
 import numpy as np
 
 from rad._backends.rng import MERGE_STREAM, stream_state, uniform
@@ -17,6 +20,7 @@ __all__ = [
     "BLOCK",
     "LANES",
     "ONE",
+    "RoundFn",
     "UNIT_BITS",
     "block_totals",
     "canonical_prefix",
@@ -181,7 +185,14 @@ def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
     return taken, pick, (int(cum[-1]) - base) / _SCALE
 
 
-def merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[list[int], int]:
+#: One DepRound sequence: ``(masses, stream state) -> (positions taken, leftover position or
+#: -1, leftover mass)``, as :func:`round_sequence`.
+RoundFn = Callable[[np.ndarray, int], tuple[Union[Sequence[int], np.ndarray], int, float]]
+
+
+def merge_leftovers(
+    ids: np.ndarray, masses: np.ndarray, key: int, round_fn: RoundFn = round_sequence
+) -> tuple[list[int], int]:
     """Round the blocks' leftovers (block order) into taken indices and one final leftover.
 
     Up to :data:`BLOCK` leftovers (pools of up to 2^32 points) are one
@@ -190,6 +201,7 @@ def merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[list
     ``MERGE_STREAM - 1 - g``, so that no running mass leaves int64; their leftovers are
     merged the same way.
 
+    ``round_fn`` runs each sequence (a compiled backend passes its own, with the same bits).
     Returns the taken indices (from ``ids``) and the final leftover's index (or -1).
     """
     ids = np.asarray(ids, dtype=np.int64)
@@ -200,14 +212,14 @@ def merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[list
         next_ids: list[int] = []
         next_mass: list[float] = []
         for lo in range(0, ids.shape[0], BLOCK):
-            t, pick, held = round_sequence(masses[lo : lo + BLOCK], stream_state(key, MERGE_STREAM - 1 - group))
+            t, pick, held = round_fn(masses[lo : lo + BLOCK], stream_state(key, MERGE_STREAM - 1 - group))
             group += 1
             taken.extend(int(ids[lo + i]) for i in t)
             if held > 0:
                 next_ids.append(int(ids[lo + pick]))
                 next_mass.append(held)
         ids, masses = np.asarray(next_ids, dtype=np.int64), np.asarray(next_mass)
-    t, pick, _ = round_sequence(masses, stream_state(key, MERGE_STREAM))
+    t, pick, _ = round_fn(masses, stream_state(key, MERGE_STREAM))
     taken.extend(int(ids[i]) for i in t)
     return taken, int(ids[pick]) if pick >= 0 else -1
 

@@ -15,9 +15,9 @@ import numpy as np
 
 from rad._backends import numpy_backend as _reference
 from rad._backends import radix_select as _radix
-from rad._backends.canonical import BLOCK, ONE, finish_selection
+from rad._backends.canonical import BLOCK, ONE, finish_selection, merge_leftovers
 from rad._backends.params import Params
-from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2, stream_state
+from rad._backends.rng import GOLDEN, MIX1, MIX2, stream_state
 
 __all__ = ["SORTFREE", "has_openmp", "name"]
 
@@ -371,35 +371,20 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.nd
         pieces.extend(buf[j, : counts[j]].astype(np.int64) + (first + j) * BLOCK for j in range(last - first))
     keep = left_mass > 0
     merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key)
-    pieces.append(merged)
+    pieces.append(np.asarray(merged, np.int64))
     return finish_selection(np.concatenate(pieces), li, b)
 
 
-def _merge_once(ids: np.ndarray, masses: np.ndarray, stream: int) -> tuple[np.ndarray, int, float]:
-    out = np.empty(ids.shape[0], np.int64)
-    cnt, li, held = _round_sequence(masses, 0, masses.shape[0], np.uint64(stream), out, 0)
-    return ids[out[:cnt]], (int(ids[li]) if li >= 0 else -1), held
+def _round_one(masses: np.ndarray, state: int) -> tuple[np.ndarray, int, float]:
+    """canonical.round_sequence, compiled (for canonical.merge_leftovers)."""
+    out = np.empty(masses.shape[0], np.int64)
+    cnt, li, held = _round_sequence(masses, 0, masses.shape[0], np.uint64(state), out, 0)
+    return out[:cnt], li, held
 
 
-def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[np.ndarray, int]:
-    """canonical.merge_leftovers: groups of BLOCK first when there are more leftovers."""
-    pieces: list[np.ndarray] = []
-    group = 0
-    while ids.shape[0] > BLOCK:
-        next_ids: list[int] = []
-        next_mass: list[float] = []
-        for lo in range(0, ids.shape[0], BLOCK):
-            t, li, held = _merge_once(ids[lo : lo + BLOCK], masses[lo : lo + BLOCK],
-                                      stream_state(key, MERGE_STREAM - 1 - group))
-            group += 1
-            pieces.append(t)
-            if held > 0:
-                next_ids.append(li)
-                next_mass.append(held)
-        ids, masses = np.asarray(next_ids, np.int64), np.asarray(next_mass, np.float64)
-    t, li, _ = _merge_once(ids, masses, stream_state(key, MERGE_STREAM))
-    pieces.append(t)
-    return np.concatenate(pieces), li
+def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[list[int], int]:
+    """canonical.merge_leftovers with the compiled sequence."""
+    return merge_leftovers(ids, masses, key, _round_one)
 
 
 def _depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray:
