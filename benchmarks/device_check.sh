@@ -9,7 +9,7 @@
 #   benchmarks/device_check.sh --sizes 1e6 --threads 1,2 --out /tmp/x.json   # smoke test
 #
 # Options are passed to benchmarks/thread_scaling.py (--sizes, --threads, --repeat,
-# --backends, --out). Default output: $OUT/device_check.json if $OUT is set, else
+# --backends, --out). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts. Default output: $OUT/device_check.json if $OUT is set, else
 # benchmarks/results_device.json.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -37,13 +37,19 @@ info = rad.backends()
 assert info["cpp"]["available"], info
 print("backends:", {k: v for k, v in info.items()})
 PY
-PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" python "$here/thread_scaling.py" "${args[@]}"
-# The GPU part (issue 11) where numba-cuda sees a GPU: rad.select on device-resident gains
-# vs a GPU sum pass and the PyTorch sort-and-cumsum pipeline, checked against the CPU backend.
+# Time limits per part (seconds; 0 = none): a part stopped at its limit keeps the rows it wrote.
+limit() { if [ "${1:-0}" -gt 0 ]; then echo "timeout --signal=INT --kill-after=20 $1"; fi; }
+# The GPU part (issue 11) first, where numba-cuda sees a GPU: rad.select on device-resident
+# gains vs a GPU sum pass and the PyTorch sort-and-cumsum pipeline, checked against the CPU
+# backend.
 if PYTHONPATH="$site" python -c "import numba.cuda as c, sys; sys.exit(0 if c.is_available() else 1)" 2>/dev/null; then
-  PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" python "$here/device_check_gpu.py" \
-    --out "${OUT:-$here}/results_gpu.json"
+  PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${GPU_TIMEOUT:-0}") \
+    python "$here/device_check_gpu.py" --out "${OUT:-$here}/results_gpu.json" \
+    || echo "GPU part ended with status $?" >&2
 else
   echo "no GPU visible to numba-cuda: GPU part skipped" >&2
 fi
+# Issue 10's CPU part: thread scaling against the bandwidth probe.
+PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${CPU_TIMEOUT:-0}") \
+  python "$here/thread_scaling.py" "${args[@]}" || echo "CPU part ended with status $?" >&2
 echo "device check done in $(( $(date +%s) - start )) s" >&2

@@ -81,6 +81,9 @@ def main() -> int:
 
     def log(x):
         print(json.dumps(x), flush=True)
+        if args.out:  # after every row: a run stopped at a time limit keeps what it measured
+            with open(args.out, "w") as f:
+                json.dump(out, f, indent=2)
 
     for n in sizes:
         t0 = time.perf_counter()
@@ -124,8 +127,8 @@ def main() -> int:
             first = next(iter(picks.values()))
             ref = first if ref is None else ref
             row["same_indices_as_first_thread_count"] = bool(np.array_equal(first, ref))
-            log(row)
             out["rows"].append(row)
+            log(row)
         one = [r for r in out["rows"] if r["n"] == n and r["threads"] == threads[0]][0]
         for r in out["rows"]:
             if r["n"] == n:
@@ -148,8 +151,8 @@ def main() -> int:
                 before = _rss()[0]
                 rad.select(g, m, b, rng=1, backend=be, threads=tmax)
                 size_row[f"peak_above_before_MiB_{be}"] = (_rss()[1] - before) / 2**20
-        log(size_row)
         out.setdefault("sizes", []).append(size_row)
+        log(size_row)
 
     if args.out:
         with open(args.out, "w") as f:
