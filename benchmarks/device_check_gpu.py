@@ -54,6 +54,23 @@ def _timed(fn: Callable[[], Any], repeats: int, sync: Callable[[], None]) -> tup
     return statistics.median(times), times, out
 
 
+def _profile(fn: Callable[[], Any], sync: Callable[[], None]) -> str:
+    """One warm call under cProfile: where the host waits (syncs, copies) and launches."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    sync()
+    prof.enable()
+    fn()
+    sync()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(30)
+    return out.getvalue()[-8000:]
+
+
 def _device_info() -> dict[str, Any]:
     import torch
 
@@ -105,6 +122,7 @@ def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
                 lambda: rad.select(gains, m, b, rng=args.seed), args.repeats, sync
             )
         res["rad_warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in rec})
+        res["rad_profile"] = _profile(lambda: rad.select(gains, m, b, rng=args.seed), sync)
         res["rad_returns"] = type(dev_idx).__module__ + "." + type(dev_idx).__name__
         res["rad_x_sum"] = res["rad_s"] / res["sum_s"] if "sum_s" in res else None
     except Exception:

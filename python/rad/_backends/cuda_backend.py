@@ -52,6 +52,9 @@ import sys
 from typing import Any
 
 import numpy as np
+
+if not hasattr(np, "row_stack"):  # NumPy 2.5 removed it; numba-cuda 0.30 still registers it
+    setattr(np, "row_stack", np.vstack)  # noqa: B010 (without it numba-cuda's target cannot load)
 from numba import config as _nb_config
 from numba import cuda as _numba_cuda
 
@@ -435,6 +438,8 @@ def bit_gather(gains, losses, w, shift, key, count, threads):
 # few inside it, the boundary bin is gathered; the level loop above is the fallback.
 
 _FINE = _radix.FINE
+#: Points each thread of the streaming passes loads before using the first (loads in flight).
+_UNROLL = 4
 
 
 @_kernel
@@ -503,38 +508,50 @@ def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, u
     minb = _UMAX
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
-    for i in range(start, g.shape[0], stride):
-        u = np.uint64(raw[i])
-        if u >= inf_bits and u != sign:
-            bad = np.uint64(1)
-            continue
-        if u == sign:
-            u = np.uint64(0)
-        gi = np.float64(g[i])
-        a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
-        r = 1.0 / a if a > 0 else 0.0
-        gr = _mul(gi, r)
-        gt += gr
-        if gi >= hi_v:
-            ha += r
-            ga += gr
-            na += np.uint64(1)
-            if u < minb:
-                minb = u
-        elif gi < lo_v:
-            nbl += np.uint64(1)
-        else:
-            b = np.int64((u - ulo) >> sh)
-            slot = b & (_SLOTS - 1)
-            t = tag[slot]
-            if t == -1:
-                t = cuda.atomic.cas(tag, slot, np.int64(-1), b)
-                if t == -1:
-                    t = b
-            if t == b:
-                _bin_add(scnt, sh_, sg, smn, slot, 1, r, gr, u)
+    n = g.shape[0]
+    ub = cuda.local.array(_UNROLL, np.uint64)
+    gb = cuda.local.array(_UNROLL, np.float64)
+    for i0 in range(start, n, stride * _UNROLL):
+        for k in range(_UNROLL):  # _UNROLL loads in flight before the first is used
+            i = i0 + k * stride
+            if i < n:
+                ub[k] = np.uint64(raw[i])
+                gb[k] = np.float64(g[i])
+        for k in range(_UNROLL):
+            i = i0 + k * stride
+            if i >= n:
+                break
+            u = ub[k]
+            if u >= inf_bits and u != sign:
+                bad = np.uint64(1)
+                continue
+            if u == sign:
+                u = np.uint64(0)
+            gi = gb[k]
+            a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+            r = 1.0 / a if a > 0 else 0.0
+            gr = _mul(gi, r)
+            gt += gr
+            if gi >= hi_v:
+                ha += r
+                ga += gr
+                na += np.uint64(1)
+                if u < minb:
+                    minb = u
+            elif gi < lo_v:
+                nbl += np.uint64(1)
             else:
-                _bin_add(cnt, hh, gg, mnbits, b, 1, r, gr, u)
+                b = np.int64((u - ulo) >> sh)
+                slot = b & (_SLOTS - 1)
+                t = tag[slot]
+                if t == -1:
+                    t = cuda.atomic.cas(tag, slot, np.int64(-1), b)
+                    if t == -1:
+                        t = b
+                if t == b:
+                    _bin_add(scnt, sh_, sg, smn, slot, 1, r, gr, u)
+                else:
+                    _bin_add(cnt, hh, gg, mnbits, b, 1, r, gr, u)
     cuda.atomic.add(bsum, 0, gt)
     cuda.atomic.add(bsum, 1, ha)
     cuda.atomic.add(bsum, 2, ga)
@@ -561,18 +578,27 @@ def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, u
 def _bracket_gather_kernel(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, pos, idx, vals, avals):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
-    for i in range(start, g.shape[0], stride):
-        u = np.uint64(raw[i])
-        if u == sign:
-            u = np.uint64(0)
-        if u < ulo or u >= uhi or ((u - ulo) >> sh) != key:
-            continue
-        j = cuda.atomic.add(pos, 0, 1)
-        if j < idx.shape[0]:
-            gi = np.float64(g[i])
-            idx[j] = i
-            vals[j] = gi
-            avals[j] = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+    n = g.shape[0]
+    ub = cuda.local.array(_UNROLL, np.uint64)
+    for i0 in range(start, n, stride * _UNROLL):
+        for k in range(_UNROLL):  # the loads first, as in the bracket pass
+            i = i0 + k * stride
+            ub[k] = np.uint64(raw[i]) if i < n else np.uint64(0)
+        for k in range(_UNROLL):
+            i = i0 + k * stride
+            if i >= n:
+                break
+            u = ub[k]
+            if u == sign:
+                u = np.uint64(0)
+            if u < ulo or u >= uhi or ((u - ulo) >> sh) != key:
+                continue
+            j = cuda.atomic.add(pos, 0, 1)
+            if j < idx.shape[0]:
+                gi = np.float64(g[i])
+                idx[j] = i
+                vals[j] = gi
+                avals[j] = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
 
 
 def _bits_to_float(bits: np.ndarray, nbits: int) -> np.ndarray:
@@ -669,6 +695,10 @@ def threshold_levels(gains, losses, w, m, threads):
 # ------------------------------------------------------------------ canonical sums
 
 
+#: Items each support-sum lane loads ahead of summing them (loads in flight per thread).
+_PREFETCH = 8
+
+
 @_kernel
 def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, mins):
     """Thread (block, lane): lane-sequential sums, lanes combined in the canonical tree."""
@@ -688,15 +718,24 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
     if blk < nblk:
         lo = blk * _BLOCK
         hi = min(n, lo + _BLOCK)
-        for i in range(lo + lane, hi, _LANES):
-            gi = np.float64(g[i])
-            a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
-            if gi >= tau and a > 0:
-                r = 1.0 / a
-                ah += r
-                ag += _mul(gi, r)
-                c += 1
-                mn = min(mn, a)
+        buf = cuda.local.array(_PREFETCH, np.float64)
+        for i0 in range(lo + lane, hi, _LANES * _PREFETCH):
+            # the next _PREFETCH items of this lane are loaded before any is summed: the
+            # loads overlap (a lane's sum is a dependent chain; its loads need not be)
+            for k in range(_PREFETCH):
+                i = i0 + k * _LANES
+                buf[k] = np.float64(g[i]) if i < hi else -1.0
+            for k in range(_PREFETCH):
+                i = i0 + k * _LANES
+                if i < hi:
+                    gi = buf[k]
+                    a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+                    if gi >= tau and a > 0:
+                        r = 1.0 / a
+                        ah += r
+                        ag += _mul(gi, r)
+                        c += 1
+                        mn = min(mn, a)
     sh[tid] = ah
     sg[tid] = ag
     sc[tid] = c
@@ -809,8 +848,14 @@ def support_stats(gains, losses, w, params: Params, threads):
 
 _ONE = ONE
 _SCALE = float(ONE)  # 2^46: scaling by it is exact, so an FMA cannot change x * _SCALE + 0.5
-#: Items per chunk of phase 1 (any width gives the same bits: integer sums are exact).
+#: Items per thread of phase 1, and the two levels of chunk totals the walk skips by (any
+#: widths give the same bits: integer sums are exact). _L2 is one CUDA block of phase 1.
 _CHUNK = 8
+_L1 = 64
+_L2 = _TPB * _CHUNK
+_L1_PER_L2 = _L2 // _L1
+_THREADS_PER_L1 = _L1 // _CHUNK
+_L2_TAG = 1 << 40  # last-positive codes: -(c + 2) for L1 chunk c, -(c + 2) - _L2_TAG for L2 chunk c
 
 
 @cuda.jit(device=True)
@@ -837,17 +882,18 @@ def _set_bit(bits, i):
 
 
 @_kernel
-def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, n, chunk_tot, bits,
+def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, n, tot1, tot2, bits,
                   taken_count):
-    """Phase 1 of DepRound, one thread per chunk of ``_CHUNK`` items.
+    """Phase 1 of DepRound: a thread per ``_CHUNK`` items, the chunk totals of both levels.
 
-    The chunk's int64 mass total (certain items excluded), and its certain items
-    (``Q == ONE``) marked taken.
+    The int64 mass totals (certain items excluded) of every ``_L1`` and ``_L2`` items, and
+    the certain items (``Q == ONE``) marked taken. Threads past ``n`` add nothing but take
+    part in the block's reduction.
     """
-    c = cuda.grid(1)
-    lo = c * _CHUNK
-    if lo >= n:
-        return
+    st = cuda.shared.array(_TPB, np.int64)
+    s1 = cuda.shared.array(_L1_PER_L2, np.int64)
+    tid = cuda.threadIdx.x
+    lo = cuda.grid(1) * _CHUNK
     hi = min(n, lo + _CHUNK)
     total = np.int64(0)
     certain = 0
@@ -858,26 +904,47 @@ def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
             certain += 1
         else:
             total += u
-    chunk_tot[c] = total
     if certain:
         cuda.atomic.add(taken_count, lo // _BLOCK, certain)
+    st[tid] = total
+    cuda.syncthreads()
+    if tid % _THREADS_PER_L1 == 0:
+        s = np.int64(0)
+        for j in range(tid, tid + _THREADS_PER_L1):
+            s += st[j]
+        s1[tid // _THREADS_PER_L1] = s
+        if lo < n:
+            tot1[lo // _L1] = s
+    cuda.syncthreads()
+    if tid == 0 and lo < n:
+        s = np.int64(0)
+        for j in range(_L1_PER_L2):
+            s += s1[j]
+        tot2[lo // _L2] = s
 
 
 @cuda.jit(device=True)
-def _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, last_pos, hi):
-    """``last_pos`` as an item: ``-(c + 2)`` stands for "the last positive item of chunk c"."""
+def _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, tot1, last_pos, hi):
+    """``last_pos`` as an item (it may name the L1 or L2 chunk holding it: see ``_L2_TAG``)."""
     if last_pos > -2:
         return last_pos
-    lo = (-last_pos - 2) * _CHUNK
+    code = -last_pos - 2
+    if code >= _L2_TAG:  # the last L1 chunk of positive mass in that L2 chunk
+        c1 = (code - _L2_TAG) * _L1_PER_L2
+        code = -1
+        for j in range(c1, c1 + _L1_PER_L2):
+            if j * _L1 < hi and tot1[j] > 0:
+                code = j
+    lo = code * _L1
     found = -1
-    for j in range(lo, min(hi, lo + _CHUNK)):
+    for j in range(lo, min(hi, lo + _L1)):
         if _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf) > 0:
             found = j
     return found
 
 
 @cuda.jit(device=True)
-def _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, chunk_tot, s, e, cum, target):
+def _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, tot1, tot2, s, e, cum, target):
     """First item of ``[s, e)`` whose running mass exceeds ``target``, or -1.
 
     ``cum`` is the running mass before item ``s``; whole chunks whose end does not exceed
@@ -885,11 +952,17 @@ def _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, c
     """
     j = s
     while j < e:
-        if j % _CHUNK == 0 and j + _CHUNK <= e:
-            t = chunk_tot[j // _CHUNK]
+        if j % _L2 == 0 and j + _L2 <= e:
+            t = tot2[j // _L2]
             if not (cum + t > target):
                 cum += t
-                j += _CHUNK
+                j += _L2
+                continue
+        if j % _L1 == 0 and j + _L1 <= e:
+            t = tot1[j // _L1]
+            if not (cum + t > target):
+                cum += t
+                j += _L1
                 continue
         cum += _mass_at(g, losses, has_losses, w, q, use_q, j, fill_loss, nu, gc, gf, lc, lf)
         if cum > target:
@@ -906,15 +979,15 @@ def _target(state, counter, base):
 
 @_kernel
 def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, key, stream, own_stream,
-                  nblk, n, chunk_tot, bits, taken_count, left_idx, left_mass):
+                  nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass):
     """Phase 2 of DepRound, one thread per block: round_sequence of rad._backends.canonical.
 
     The walk runs over the int64 chunk totals of phase 1 (exact prefix sums, so a chunk's
-    end mass is ``cum + total``) and descends to the items only in a chunk where something
-    happens: a crossing of the next multiple of ONE or the current run's inverse-CDF
-    target. A run's first uniform is known when the run starts (no draw happens inside a
-    run), so its target is tracked while walking; only a second draw (the run's mass fell
-    short) searches the run again.
+    end mass is ``cum + total``), L2 chunks first, and descends to L1 chunks and then to
+    the items only where something happens: a crossing of the next multiple of ONE or the
+    current run's inverse-CDF target. A run's first uniform is known when the run starts
+    (no draw happens inside a run), so its target is tracked while walking; only a second
+    draw (the run's mass fell short) searches the run again.
     """
     blk = cuda.grid(1)
     if blk >= nblk:
@@ -937,15 +1010,25 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     last_pos = -1
     i = lo
     while i < hi:
-        if (i - lo) % _CHUNK == 0:
-            t = chunk_tot[i // _CHUNK]
+        if (i - lo) % _L2 == 0:
+            t = tot2[i // _L2]
             end_cum = cum + t
             if end_cum < base + _ONE and not (first_hit < 0 and end_cum > t1):
                 if t > 0:  # positive mass in the run: its last positive item is in this chunk
                     npos += 1
-                    last_pos = -(i // _CHUNK) - 2
+                    last_pos = -(i // _L2) - 2 - _L2_TAG
                 cum = end_cum
-                i = min(hi, i + _CHUNK)
+                i = min(hi, i + _L2)
+                continue
+        if (i - lo) % _L1 == 0:
+            t = tot1[i // _L1]
+            end_cum = cum + t
+            if end_cum < base + _ONE and not (first_hit < 0 and end_cum > t1):
+                if t > 0:
+                    npos += 1
+                    last_pos = -(i // _L1) - 2
+                cum = end_cum
+                i = min(hi, i + _L1)
                 continue
         mass = _mass_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
         prev_cum = cum
@@ -965,10 +1048,10 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
                             t2 = base + np.int64(_mul(u2, np.float64(total)))
                             if not (m_start > t2):
                                 pick = _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf,
-                                               chunk_tot, start, i, m_start, t2)
+                                               tot1, tot2, start, i, m_start, t2)
                                 if pick < 0:
                                     pick = _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc,
-                                                          gf, lc, lf, last_pos, hi)
+                                                          gf, lc, lf, tot1, last_pos, hi)
             alpha = _ONE - (prev_cum - base)
             beta = _ONE - mass
             if pick < 0:
@@ -1012,11 +1095,11 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
                     counter += np.uint64(1)
                     t2 = base + np.int64(_mul(u2, np.float64(total)))
                     if not (m_start > t2):
-                        pick = _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, chunk_tot,
+                        pick = _search(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, tot1, tot2,
                                        start, hi, m_start, t2)
                         if pick < 0:
                             pick = _last_positive(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf,
-                                                  last_pos, hi)
+                                                  tot1, last_pos, hi)
     taken_count[blk] += ntaken
     left_idx[blk] = pick
     left_mass[blk] = np.float64(cum - base) / _SCALE  # exact: a multiple of 2^-46 below 1
@@ -1029,38 +1112,47 @@ def _mark_kernel(bits, idx):
         _set_bit(bits, idx[i])
 
 
-@_kernel
-def _compact_kernel(bits, offsets, nblk, n, out):
-    blk = cuda.grid(1)
-    if blk >= nblk:
-        return
-    o = offsets[blk]
-    w0 = blk * _WORDS
-    w1 = min(bits.shape[0], w0 + _WORDS)
-    for wd in range(w0, w1):
-        word = bits[wd]
-        if word == 0:
-            continue
-        for bit in range(32):
-            if (word >> np.uint32(bit)) & np.uint32(1):
-                out[o] = wd * 32 + bit
-                o += 1
+#: Threads per DepRound block in the compaction, and the bitmap words each one reads.
+_COMPACT_TPB = 8 if SIMULATOR else 64
+_WPT = _WORDS // _COMPACT_TPB
 
 
 @_kernel
-def _popcount_kernel(bits, nblk, counts):
-    blk = cuda.grid(1)
-    if blk >= nblk:
-        return
+def _compact_kernel(bits, offsets, expect, out, errors):
+    """The taken points of one DepRound block per CUDA block, in index order, at its offset.
+
+    Each thread counts the bits of its ``_WPT`` words, an exclusive scan of the counts
+    places them, and a block whose count differs from ``expect`` is reported in
+    ``errors`` (nothing is written past ``out``).
+    """
+    sc = cuda.shared.array(_COMPACT_TPB, np.int64)
+    blk = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    w0 = blk * _WORDS + tid * _WPT
+    w1 = min(bits.shape[0], w0 + _WPT)
     c = 0
-    w0 = blk * _WORDS
-    w1 = min(bits.shape[0], w0 + _WORDS)
+    for wd in range(w0, w1):
+        c += cuda.popc(bits[wd])
+    sc[tid] = c
+    cuda.syncthreads()
+    if tid == 0:
+        run = 0
+        for j in range(_COMPACT_TPB):
+            x = sc[j]
+            sc[j] = run
+            run += x
+        if run != expect[blk]:
+            cuda.atomic.add(errors, 0, 1)
+    cuda.syncthreads()
+    o = offsets[blk] + sc[tid]
     for wd in range(w0, w1):
         word = bits[wd]
-        while word:
+        while word != 0:
+            bit = cuda.ffs(word) - 1
+            if o < out.shape[0]:
+                out[o] = wd * 32 + bit
+            o += 1
             word &= word - np.uint32(1)
-            c += 1
-    counts[blk] = c
 
 
 def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: bool, params: tuple[Any, ...],
@@ -1068,23 +1160,23 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     """Both DepRound phases over ``n`` points (block ``j`` on stream ``j``, or all on ``stream``).
 
     Returns ``(bitmap, taken per block, leftover index per block, leftover mass per
-    block)``; the bitmap and counts stay on the device.
+    block)``; the bitmap stays on the device.
     """
     fill, nu, gc, gf, lc, lf = params
     nblk = -(-n // BLOCK)
-    nchunks = -(-n // _CHUNK)
     bits = _full(-(-n // 32), 0, np.uint32)
     taken_count = _full(nblk, 0, np.int64)
-    chunk_tot = cuda.device_array(nchunks, np.int64)
-    _chunk_kernel[_grid(nchunks), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, n,
-                                        chunk_tot, bits, taken_count)
+    tot1 = cuda.device_array(-(-n // _L1), np.int64)
+    tot2 = cuda.device_array(-(-n // _L2), np.int64)
+    _chunk_kernel[_grid(-(-n // _CHUNK)), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc,
+                                                lf, n, tot1, tot2, bits, taken_count)
     left_idx = cuda.device_array(nblk, np.int64)
     left_mass = cuda.device_array(nblk, np.float64)
     _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
         g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, np.uint64(key), np.uint64(stream or 0),
-        stream is None, nblk, n, chunk_tot, bits, taken_count, left_idx, left_mass,
+        stream is None, nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass,
     )
-    return bits, taken_count, left_idx.copy_to_host(), left_mass.copy_to_host()
+    return bits, taken_count.copy_to_host(), left_idx.copy_to_host(), left_mass.copy_to_host()
 
 
 _NO_PARAMS = (0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -1124,26 +1216,25 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
     else:
         assert params is not None
         g_arg, q_arg, ptuple = gains, _dummy(), params.as_tuple()
-    bits, taken_count, li, lm = _round_blocks(g_arg, lv, has, float(w), q_arg, use_q, ptuple, key, None, n)
+    bits, per_block, li, lm = _round_blocks(g_arg, lv, has, float(w), q_arg, use_q, ptuple, key, None, n)
     keep = lm > 0
     ids, masses = li[keep], np.ascontiguousarray(lm[keep])
     extra, last = _merge_leftovers(ids, masses, key)
-    total = int(taken_count.copy_to_host().sum()) + len(extra)
-    if total == b - 1 and last >= 0:
+    if int(per_block.sum()) + len(extra) == b - 1 and last >= 0:
         extra.append(last)
-        total += 1
     if extra:
-        ex = cuda.to_device(np.asarray(extra, dtype=np.int64))
-        _mark_kernel[_grid(len(extra)), _TPB](bits, ex)
-    counts = cuda.device_array(nblk, np.int64)
-    _popcount_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](bits, nblk, counts)
-    per_block = counts.copy_to_host()
-    if int(per_block.sum()) != b or total != b:
+        ex = np.asarray(extra, dtype=np.int64)
+        _mark_kernel[_grid(len(extra)), _TPB](bits, cuda.to_device(ex))
+        per_block = per_block + np.bincount(ex // BLOCK, minlength=nblk)
+    if int(per_block.sum()) != b:
         raise RuntimeError(f"internal error: DepRound produced {int(per_block.sum())} indices for a budget of {b}")
     offsets = np.zeros(nblk, np.int64)
     np.cumsum(per_block[:-1], out=offsets[1:])
     out = cuda.device_array(b, np.int64)
-    _compact_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](bits, cuda.to_device(offsets), nblk, n, out)
+    errors = _full(1, 0, np.int64)
+    _compact_kernel[nblk, _COMPACT_TPB](bits, cuda.to_device(offsets), cuda.to_device(per_block), out, errors)
+    if int(errors.copy_to_host()[0]):
+        raise RuntimeError("internal error: DepRound's bitmap disagrees with its per-block counts")
     return out
 
 
