@@ -149,6 +149,18 @@ def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
         phases["depround_s"], _, _ = _timed(
             lambda: kern.depround_params(d, None, w, sol.params, b, key, 1), args.repeats, sync
         )
+        # inside the search and DepRound (private pieces: where the next optimisation goes)
+        phases["search_sample_bracket_s"], _, (ulo, uhi) = _timed(
+            lambda: kern._sample_bracket(d, None, w, m), args.repeats, sync
+        )
+        phases["search_pass_gather_resolve_s"], _, _ = _timed(
+            lambda: kern._bracketed(d, None, w, m, 1, ulo, uhi), args.repeats, sync
+        )
+        phases["depround_two_phases_s"], _, _ = _timed(
+            lambda: kern._round_blocks(d, *kern._losses_arg(None), w, kern._dummy(), False, sol.params.as_tuple(),
+                                       key, None, n),
+            args.repeats, sync,
+        )
         res["rad_phases"] = phases
         res["device_solution"] = {"k_star": sol.k_star, "threshold": sol.threshold, "value": sol.value,
                                   "capped": sol.capped}

@@ -26,15 +26,16 @@ copy). The kernels that decide the result reproduce the CPU backends bit for bit
 * :func:`depround_params` / :func:`depround_q` run the fixed-point sequence of
   :func:`rad._backends.canonical.round_sequence` (docs/design.md §1, "DepRound") in two
   phases: every probability becomes int64 units of 2^46 (``canonical.quantize``, the same
-  IEEE expression); a thread per 8-point chunk sums the chunk's units (exact int64, so the
-  chunk totals give the running mass in any order) and marks the certain points; then a
-  thread per 65,536-point block walks the chunk totals on the stream ``(key, block)`` of
-  :mod:`rad._backends.rng` and reads its items only where a multiple of 2^46 is crossed or
-  a run's target falls. Taken points go to a device bitmap; the block leftovers are merged
-  as ``canonical.merge_leftovers`` does (up to 65,536 of them on
-  :data:`~rad._backends.rng.MERGE_STREAM` by the same kernels, more on the host), and the
-  bitmap is compacted into sorted indices on the device. Same key, same indices as every
-  CPU backend.
+  IEEE expression); a CUDA block per 2,048 points quantizes them (coalesced reads) and
+  writes the int64 totals of every 64 points and of the 2,048 (exact sums, so the chunk
+  totals give the running mass in any order) and marks the certain points; then a thread
+  per 65,536-point block walks the 2,048-point totals on the stream ``(key, block)`` of
+  :mod:`rad._backends.rng`, descends to the 64-point totals and to the items only where a
+  multiple of 2^46 is crossed or a run's target falls. Taken points go to a device
+  bitmap; the block leftovers are merged as ``canonical.merge_leftovers`` does (up to
+  65,536 of them on :data:`~rad._backends.rng.MERGE_STREAM` by the same kernels, more on
+  the host), and a CUDA block per DepRound block compacts its part of the bitmap into
+  sorted indices on the device. Same key, same indices as every CPU backend.
 
 The kernels the GPU fast path never needs (the sorted scan, the capped path's dual
 function, rad.dask's per-chunk rounding) copy to the host and use a CPU backend; the
@@ -849,12 +850,12 @@ def support_stats(gains, losses, w, params: Params, threads):
 _ONE = ONE
 _SCALE = float(ONE)  # 2^46: scaling by it is exact, so an FMA cannot change x * _SCALE + 0.5
 #: Items per thread of phase 1, and the two levels of chunk totals the walk skips by (any
-#: widths give the same bits: integer sums are exact). _L2 is one CUDA block of phase 1.
+#: widths give the same bits: integer sums are exact). _L2 is one CUDA block of phase 1,
+#: at most _TPB L1 chunks.
 _CHUNK = 8
 _L1 = 64
 _L2 = _TPB * _CHUNK
 _L1_PER_L2 = _L2 // _L1
-_THREADS_PER_L1 = _L1 // _CHUNK
 _L2_TAG = 1 << 40  # last-positive codes: -(c + 2) for L1 chunk c, -(c + 2) - _L2_TAG for L2 chunk c
 
 
@@ -884,43 +885,43 @@ def _set_bit(bits, i):
 @_kernel
 def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, n, tot1, tot2, bits,
                   taken_count):
-    """Phase 1 of DepRound: a thread per ``_CHUNK`` items, the chunk totals of both levels.
+    """Phase 1 of DepRound: one CUDA block per ``_L2`` items, its chunk totals of both levels.
 
-    The int64 mass totals (certain items excluded) of every ``_L1`` and ``_L2`` items, and
-    the certain items (``Q == ONE``) marked taken. Threads past ``n`` add nothing but take
-    part in the block's reduction.
+    Thread ``t`` quantizes items ``t, t + _TPB, ...`` of the block (coalesced reads) into
+    shared memory; the int64 totals (certain items excluded) of every ``_L1`` items and of
+    the block follow, and the certain items (``Q == ONE``) are marked taken.
     """
-    st = cuda.shared.array(_TPB, np.int64)
+    su = cuda.shared.array(_L2, np.int64)
     s1 = cuda.shared.array(_L1_PER_L2, np.int64)
     tid = cuda.threadIdx.x
-    lo = cuda.grid(1) * _CHUNK
-    hi = min(n, lo + _CHUNK)
-    total = np.int64(0)
+    base = cuda.blockIdx.x * _L2
     certain = 0
-    for i in range(lo, hi):
-        u = _units(_prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf))
-        if u == _ONE:
-            cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
-            certain += 1
-        else:
-            total += u
+    for k in range(_CHUNK):
+        i = base + k * _TPB + tid
+        u = np.int64(0)
+        if i < n:
+            u = _units(_prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf))
+            if u == _ONE:
+                cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
+                certain += 1
+                u = np.int64(0)
+        su[k * _TPB + tid] = u
     if certain:
-        cuda.atomic.add(taken_count, lo // _BLOCK, certain)
-    st[tid] = total
+        cuda.atomic.add(taken_count, base // _BLOCK, certain)
     cuda.syncthreads()
-    if tid % _THREADS_PER_L1 == 0:
+    if tid < _L1_PER_L2:
         s = np.int64(0)
-        for j in range(tid, tid + _THREADS_PER_L1):
-            s += st[j]
-        s1[tid // _THREADS_PER_L1] = s
-        if lo < n:
-            tot1[lo // _L1] = s
+        for j in range(_L1):  # rotated start: neighbouring threads read different banks
+            s += su[tid * _L1 + (j + tid) % _L1]
+        s1[tid] = s
+        if base + tid * _L1 < n:
+            tot1[base // _L1 + tid] = s
     cuda.syncthreads()
-    if tid == 0 and lo < n:
+    if tid == 0:
         s = np.int64(0)
         for j in range(_L1_PER_L2):
             s += s1[j]
-        tot2[lo // _L2] = s
+        tot2[base // _L2] = s
 
 
 @cuda.jit(device=True)
@@ -1168,7 +1169,7 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     taken_count = _full(nblk, 0, np.int64)
     tot1 = cuda.device_array(-(-n // _L1), np.int64)
     tot2 = cuda.device_array(-(-n // _L2), np.int64)
-    _chunk_kernel[_grid(-(-n // _CHUNK)), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc,
+    _chunk_kernel[-(-n // _L2), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc,
                                                 lf, n, tot1, tot2, bits, taken_count)
     left_idx = cuda.device_array(nblk, np.int64)
     left_mass = cuda.device_array(nblk, np.float64)

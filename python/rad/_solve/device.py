@@ -18,10 +18,12 @@ then still runs on the device with the host's parameters (the same indices eithe
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -50,6 +52,25 @@ _INSTALL = (
 
 class DeviceFallbackWarning(RuntimeWarning):
     """A device game took a path that runs on the host (arrays copied once)."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _quiet_launches(fn: _F) -> _F:
+    """Run ``fn`` without numba-cuda's low-occupancy warnings.
+
+    rad's per-block kernels launch small grids on small pools on purpose; the warning
+    says nothing a user can act on.
+    """
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU under-utilization")
+            return fn(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def is_device_array(x: object) -> bool:
@@ -172,6 +193,7 @@ def host_array_error() -> TypeError:
     )
 
 
+@_quiet_launches
 def resolve_device_game(
     gains: object, m: object, b: object, *, w: object, losses: object, backend: str, threads: object, method: str
 ) -> Game:
@@ -309,6 +331,7 @@ def _why(game: Any) -> str:
     return "the solution is capped (b max p* > 1), a near tie, or extreme magnitudes (rescaled on the host)"
 
 
+@_quiet_launches
 def solve_device(game: Game) -> tuple[Solution, Game]:
     """Solve a device game: ``(solution, game it was solved on)`` (a host game on fallback)."""
     from rad._solve.batch import solve_game
@@ -320,6 +343,7 @@ def solve_device(game: Game) -> tuple[Solution, Game]:
     return solve_game(host), host
 
 
+@_quiet_launches
 def select_device(game: Any, key: int, *, as_numpy: bool = False, template: object = None) -> Any:
     """DepRound of a device game's optimal probabilities, on the device when possible."""
     if game.b == 0:
