@@ -71,6 +71,20 @@ def _profile(fn: Callable[[], Any], sync: Callable[[], None]) -> str:
     return out.getvalue()[-8000:]
 
 
+def _kernel_table(fn: Callable[[], Any], sync: Callable[[], None]) -> str:
+    """GPU time per kernel of one warm call (PyTorch's profiler sees numba's kernels too)."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        sync()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn()
+            sync()
+        return str(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25))[-8000:]
+    except Exception:
+        return traceback.format_exc()[-2000:]
+
+
 def _device_info() -> dict[str, Any]:
     import torch
 
@@ -123,6 +137,7 @@ def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
             )
         res["rad_warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in rec})
         res["rad_profile"] = _profile(lambda: rad.select(gains, m, b, rng=args.seed), sync)
+        res["rad_kernels"] = _kernel_table(lambda: rad.select(gains, m, b, rng=args.seed), sync)
         res["rad_returns"] = type(dev_idx).__module__ + "." + type(dev_idx).__name__
         res["rad_x_sum"] = res["rad_s"] / res["sum_s"] if "sum_s" in res else None
     except Exception:

@@ -1183,18 +1183,35 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
 _NO_PARAMS = (0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
-def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[list[int], int]:
+def _host_merge() -> Any:
+    """The C++ core's ``merge_leftovers`` (same bits), or None without the compiled core."""
+    try:
+        from rad import _core
+    except ImportError:
+        return None
+    return _core.merge_leftovers
+
+
+def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, on_device: bool = False) -> tuple[list[int], int]:
     """The merge of the block leftovers: :func:`rad._backends.canonical.merge_leftovers`.
 
-    Up to :data:`BLOCK` leftovers (pools of up to 2^32 points) are one ``round_sequence``
-    on :data:`~rad._backends.rng.MERGE_STREAM`, run by the block kernels on the device
-    (a leftover mass is a multiple of 2^-46, so quantizing gives its units back exactly).
-    More are merged hierarchically by the NumPy definition on the host.
+    The leftovers are on the host already (one per block), so the C++ core merges them
+    there when it is built: a single sequence of ~15,000 leftovers at 1e9 points is one
+    GPU thread's serial walk (milliseconds), and microseconds in C++. Otherwise (or with
+    ``on_device``) up to :data:`BLOCK` leftovers (pools of up to 2^32 points) are one
+    ``round_sequence`` on :data:`~rad._backends.rng.MERGE_STREAM`, run by the block
+    kernels on the device (a leftover mass is a multiple of 2^-46, so quantizing gives
+    its units back exactly); more are merged hierarchically by the NumPy definition.
 
     Returns the taken indices (from ``ids``) and the final leftover's index (or -1).
     """
     if masses.shape[0] == 0:
         return [], -1
+    host = None if on_device else _host_merge()
+    if host is not None:
+        taken_arr, last_id = host(np.ascontiguousarray(ids, dtype=np.int64),
+                                  np.ascontiguousarray(masses, dtype=np.float64), int(key))
+        return [int(i) for i in taken_arr], int(last_id)
     if masses.shape[0] > BLOCK:
         taken, last = merge_leftovers(ids, masses, key)
         return [int(i) for i in taken], int(last)
