@@ -142,18 +142,27 @@ def _loss(losses, has_losses, w, i, g):
 
 
 @cuda.jit(device=True)
-def _probability(g, l, fill_loss, nu, gain_cut, gain_frac, loss_cut, loss_frac):
-    """The rule of rad._backends.params, expression for expression."""
+def _cap(g, l, nu):
     a = _fma_free_add(g, l)
-    cap = 1.0 if a <= nu else nu / a
+    return 1.0 if a <= nu else nu / a
+
+
+@cuda.jit(device=True)
+def _probability(g, l, fill_loss, nu, gain_cut, gain_frac, loss_cut, loss_frac):
+    """The rule of rad._backends.params, expression for expression.
+
+    The cap ``min(1, nu / a)`` is formed only where the rule uses it: most points of a
+    large pool are below the cut, and the division is the costly part of a point.
+    """
     if not fill_loss:
         if g > gain_cut:
-            return cap
+            return _cap(g, l, nu)
         if g == gain_cut:
-            return _mul(gain_frac, cap)
+            return _mul(gain_frac, _cap(g, l, nu))
         return 0.0
     if l < loss_cut:
         return 1.0
+    cap = _cap(g, l, nu)
     if l == loss_cut:
         return _fma_free_add(cap, _mul(loss_frac, 1.0 - cap))
     return cap
