@@ -11,6 +11,7 @@ views are tested here directly.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -165,7 +166,8 @@ def select_spans_blocks() -> None:
     g = np.random.default_rng(5).random(BLOCK + 700).astype(np.float32)
     m = 0.2 * g.shape[0]
     # the first seeds whose 40 reference indices reach the second (700-point) block
-    spanning = [s for s in range(100) if (rad.select(g, m, 40, rng=s, backend="numpy") >= BLOCK).any()][:2]
+    reaches = (s for s in range(100) if (rad.select(g, m, 40, rng=s, backend="numpy") >= BLOCK).any())
+    spanning = list(itertools.islice(reaches, 2))
     assert spanning
     for seed in spanning:
         got = rad.select(cuda.to_device(g), m, 40, rng=seed, as_numpy=True)
@@ -291,7 +293,7 @@ def depround_fixed_point_tiny_q() -> None:
     q = _tiny_after_mass()
     b = _budget(q)
     dq = cuda.to_device(q)
-    for key in (0, 1, 77, 2**63 + 5):
+    for key in (1, 2**63 + 5):  # two keys here, one on the params path: every index compared
         got = C.depround_q(dq, b, key, 1).copy_to_host()
         assert np.array_equal(got, R.depround_q(q, b, key)), key
     # the params path: q_i = nu / (g_i + l_i) with nu = g = 1, so l = 1/q - 1 (0 for q = 1)
@@ -302,7 +304,7 @@ def depround_fixed_point_tiny_q() -> None:
     qp = R.materialize(g, losses, 0.0, params)
     bp = _budget(qp)
     dg, dl = cuda.to_device(g), cuda.to_device(losses)
-    for key in (3, 2**40 + 1):
+    for key in (2**40 + 1,):
         got = C.depround_params(dg, dl, 0.0, params, bp, key, 1).copy_to_host()
         assert np.array_equal(got, R.depround_params(g, losses, 0.0, params, bp, key)), key
 

@@ -861,10 +861,11 @@ _SCALE = float(ONE)  # 2^46: scaling by it is exact, so an FMA cannot change x *
 #: Items per thread of phase 1, and the two levels of chunk totals the walk skips by (any
 #: widths give the same bits: integer sums are exact). _L2 is one CUDA block of phase 1,
 #: at most _TPB L1 chunks.
-_CHUNK = 8
+_CHUNK = 64 if SIMULATOR else 8  # the simulator pays per thread: fewer, longer threads there
 _L1 = 64
 _L2 = _TPB * _CHUNK
 _L1_PER_L2 = _L2 // _L1
+assert BLOCK % _L2 == 0 and _L1_PER_L2 <= _TPB  # chunks tile a block; one thread per L1 total
 _L2_TAG = 1 << 40  # last-positive codes: -(c + 2) for L1 chunk c, -(c + 2) - _L2_TAG for L2 chunk c
 
 
