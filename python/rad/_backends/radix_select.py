@@ -41,6 +41,13 @@ def edge_value(u: int, nbits: int) -> float:
     return float(np.array([u], dtype=dtype).view(np.float32 if nbits == 32 else np.float64)[0])
 
 
+def edge_values(u: Any, nbits: int) -> Any:
+    """:func:`edge_value` of every ordered bit pattern in ``u`` (uint64), as float64."""
+    if nbits == 32:
+        return u.astype(np.uint32).view(np.float32).astype(np.float64)
+    return u.astype(np.uint64).view(np.float64)
+
+
 
 def radix_select(histogram: Histogram, gather: Gather, nbits: int, m: float) -> tuple[int, float, int, float]:
     """The level loop of the sort-free search, over any source of histograms.
@@ -99,19 +106,25 @@ def scan_bins(
     the failing bin (-1 when every bin passed) and ``lowest`` the last bin visited (-1 when
     none is non-empty). The level loop and the bracketed pass share it.
     """
-    boundary, lowest = -1, -1
-    for b in np.flatnonzero(cnt)[::-1].tolist():
-        lowest = b
-        edge = edge_value(edge_base + (b << shift), nbits)
-        h2, g2 = acc_h + float(hh[b]), acc_g + float(gg[b])
-        d_edge = edge * h2 - g2 + m
-        if d_edge < 0:
-            boundary, fail_d = b, d_edge
-            break
-        pass_d = d_edge
-        acc_h, acc_g = h2, g2
-        acc_n += int(cnt[b])
-        last_min = float(mn[b])
+    bins = np.flatnonzero(np.asarray(cnt))[::-1]
+    if bins.shape[0] == 0:
+        return -1, -1, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
+    edges = edge_values(np.uint64(edge_base) + (bins.astype(np.uint64) << np.uint64(shift)), nbits)
+    # the running sums bin by bin, added in the loop's order (cumsum is sequential)
+    h2 = np.cumsum(np.concatenate(([acc_h], np.asarray(hh, dtype=np.float64)[bins])))[1:]
+    g2 = np.cumsum(np.concatenate(([acc_g], np.asarray(gg, dtype=np.float64)[bins])))[1:]
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN as Python floats give them
+        d_edge = edges * h2 - g2 + m
+    fails = np.flatnonzero(d_edge < 0)
+    j = int(fails[0]) if fails.shape[0] else bins.shape[0]  # bins before j pass
+    boundary = int(bins[j]) if fails.shape[0] else -1
+    lowest = boundary if fails.shape[0] else int(bins[-1])
+    if fails.shape[0]:
+        fail_d = float(d_edge[j])
+    if j > 0:
+        pass_d, acc_h, acc_g = float(d_edge[j - 1]), float(h2[j - 1]), float(g2[j - 1])
+        acc_n += int(np.asarray(cnt)[bins[:j]].sum())
+        last_min = float(mn[int(bins[j - 1])])
     return boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
 
 

@@ -1,0 +1,108 @@
+r"""Compile every cuda-backend kernel to PTX for a GPU architecture, without a GPU.
+
+The CUDA simulator (CI) runs the kernels as Python, so it never type-checks them the way
+numba-cuda's compiler does. This script records the argument types of every kernel launch
+while ``tests/test_cuda_sim.py``'s checks run on the simulator, then compiles each kernel
+with those types for ``--cc`` (default sm_90, the H100/H200) and reports failures, local
+memory use and ``fma.rn.f64`` instructions other than the exact ``x * 2^46 + 0.5``.
+
+Needs NVVM and NVRTC (no driver)::
+
+    pip install nvidia-nvvm nvidia-cuda-nvrtc nvidia-cuda-runtime
+    LD_LIBRARY_PATH=$(python -c "import nvidia, os; print(os.path.join(nvidia.__path__[0], 'cu13', 'lib'))") \\
+        PYTHONPATH=python python tools/ptx_check.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_RECORD = r"""
+import os, pickle, sys, warnings
+warnings.simplefilter("ignore")
+import numba
+from numba.cuda.simulator.kernel import FakeCUDAKernel
+from rad._backends import cuda_backend as cb
+sigs = {}
+class Rec:
+    def __init__(self, name, k):
+        self.name, self.k = name, k
+    def __getitem__(self, cfg):
+        launch = self.k[cfg]
+        def call(*args):
+            sigs.setdefault(self.name, set()).add(tuple(numba.typeof(getattr(a, "_ary", a)) for a in args))
+            return launch(*args)
+        return call
+for name, v in list(vars(cb).items()):
+    if isinstance(v, FakeCUDAKernel):
+        setattr(cb, name, Rec(name, v))
+import test_cuda_sim
+for fn in test_cuda_sim.CHECKS.values():
+    fn()
+with open(sys.argv[1], "wb") as fh:
+    pickle.dump({k: list(v) for k, v in sigs.items()}, fh)
+"""
+
+
+def record(path: str) -> None:
+    """Run the simulator checks with every launch's argument types written to ``path``."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.path.join(ROOT, "tests")]))
+    subprocess.run([sys.executable, "-c", _RECORD, path], check=True, env=env, cwd=os.path.join(ROOT, "tests"))
+
+
+def compile_all(path: str, cc: tuple[int, int]) -> int:
+    """Compile each recorded (kernel, types) for ``cc``; 1 if any fails."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import numba.cuda.dispatcher as dispatcher
+    from numba import cuda, types
+
+    class _Device:  # what the compiler asks of the current device
+        compute_capability = cc
+        MULTIPROCESSOR_COUNT = 132
+
+    cuda.is_available = lambda: True
+    dispatcher.get_current_device = lambda: _Device()
+    from rad._backends import cuda_backend as cb
+
+    with open(path, "rb") as fh:
+        sigs = pickle.load(fh)
+    sigs.setdefault("_fill_kernel", [(types.uint32[::1], types.uint32), (types.int64[::1], types.int64)])
+    failures = 0
+    for name, sig_list in sorted(sigs.items()):
+        for sig in sig_list:
+            try:
+                ptx, _ = cuda.compile_ptx(getattr(cb, name).py_func, tuple(sig), cc=cc)
+            except Exception as exc:  # a typing or lowering error: the GPU would fail the same way
+                failures += 1
+                print(f"FAIL {name} {[str(t) for t in sig]}\n{exc}")
+                continue
+            exact = "0d42D0000000000000, 0d3FE0000000000000"  # x * 2^46 + 0.5: exact either way
+            fmas = [f for f in re.findall(r"fma\.rn\.f64[^;]*;", ptx) if exact not in f]
+            print(f"ok   {name:24s} local memory: {'yes' if '.local' in ptx else 'no '}  other fma.rn.f64: {len(fmas)}")
+    print(f"{failures} failures")
+    return 1 if failures else 0
+
+
+def main() -> int:
+    """Record, then compile."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cc", default="9.0", help="compute capability (default 9.0)")
+    args = ap.parse_args()
+    cc = tuple(int(x) for x in args.cc.split("."))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "sigs.pkl")
+        record(path)
+        return compile_all(path, (cc[0], cc[1]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
