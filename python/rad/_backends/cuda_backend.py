@@ -86,7 +86,7 @@ _M2 = np.uint64(MIX2)
 _NBINS = _radix.NBINS
 _BLOCK = BLOCK
 _LANES = LANES
-_TPB = 32 if SIMULATOR else 256  # threads per CUDA block for the streaming kernels (few in the simulator)
+_TPB = 16 if SIMULATOR else 256  # threads per CUDA block for the streaming kernels (few in the simulator)
 _ROUND_TPB = 8 if SIMULATOR else 64  # threads per CUDA block for the per-block DepRound (one per block)
 _WORDS = BLOCK // 32  # bitmap words per DepRound block
 _SLOTS = 64 if SIMULATOR else 1024  # shared-memory bin cache of the histogram kernel (36 KB)
@@ -449,7 +449,7 @@ def bit_gather(gains, losses, w, shift, key, count, threads):
 
 _FINE = _radix.FINE
 #: Points each thread of the streaming passes loads before using the first (loads in flight).
-_UNROLL = 4
+_UNROLL = 2 if SIMULATOR else 4  # (two in the simulator: its loops are Python, the tails still run)
 
 
 @_kernel
@@ -706,7 +706,7 @@ def threshold_levels(gains, losses, w, m, threads):
 
 
 #: Items each support-sum lane loads ahead of summing them (loads in flight per thread).
-_PREFETCH = 8
+_PREFETCH = 2 if SIMULATOR else 8
 
 
 @_kernel
