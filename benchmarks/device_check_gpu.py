@@ -85,6 +85,54 @@ def _kernel_table(fn: Callable[[], Any], sync: Callable[[], None]) -> str:
         return traceback.format_exc()[-2000:]
 
 
+def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
+    """The search pass's kernel alone, timed with CUDA events (milliseconds, medians).
+
+    With the sampled bracket (as ``rad.select`` runs it), with an empty bracket below every
+    positive gain (every point "above": no bin atomics, the same arithmetic), and with
+    half and twice the resident grid: which of atomics, arithmetic or occupancy bounds it.
+    """
+    import numpy as np
+    from numba import cuda
+
+    from rad._backends import get_backend
+    from rad._backends import radix_select as R
+
+    kern = get_backend("cuda")
+    n = d.shape[0]
+    nbits, raw, sign = kern._bit_view(d)
+    inf_bits = R.full_bracket(nbits)[1]
+    ulo, uhi = kern._sample_bracket(d, None, w, m)
+    lv, has = kern._losses_arg(None)
+    grid = kern._resident_grid(n)
+
+    def once(lo: int, hi: int, blocks: int) -> float:
+        sh = R.bracket_shift(lo, hi)
+        cnt = kern._full(R.FINE, 0, np.int64)
+        hh = kern._full(R.FINE, 0.0, np.float64)
+        gg = kern._full(R.FINE, 0.0, np.float64)
+        mnb = kern._full(R.FINE, np.iinfo(np.uint64).max, np.uint64)
+        scal = kern._full(3, 0.0, np.float64)
+        icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max], dtype=np.uint64))
+        start, stop = cuda.event(), cuda.event()
+        start.record()
+        kern._bracket_kernel[blocks, kern._TPB](
+            d, raw, sign, np.uint64(inf_bits), lv, has, float(w), R.edge_value(lo, nbits), R.edge_value(hi, nbits),
+            np.uint64(lo), np.uint64(sh), cnt, hh, gg, mnb, scal, icnt,
+        )
+        stop.record()
+        stop.synchronize()
+        return float(start.elapsed_time(stop))
+
+    cases = {"sampled_bracket": (ulo, uhi, grid), "empty_bracket": (0, 1, grid),
+             "sampled_half_grid": (ulo, uhi, max(1, grid // 2)), "sampled_double_grid": (ulo, uhi, 2 * grid)}
+    out: dict[str, float] = {"bracket_width_bits": float(uhi - ulo)}
+    for label, (lo, hi, blocks) in cases.items():
+        once(lo, hi, blocks)  # compiled and warm
+        out[label + "_ms"] = statistics.median(once(lo, hi, blocks) for _ in range(max(1, repeats)))
+    return out
+
+
 def _device_info() -> dict[str, Any]:
     import torch
 
@@ -177,6 +225,7 @@ def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
             args.repeats, sync,
         )
         res["rad_phases"] = phases
+        res["bracket_probe"] = bracket_probe(d, w, m, args.repeats)
         res["device_solution"] = {"k_star": sol.k_star, "threshold": sol.threshold, "value": sol.value,
                                   "capped": sol.capped}
     except Exception:
