@@ -667,6 +667,37 @@ def _bracket_pass(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ulo
             minbits.min(), counts[:, 1].sum(), c0, h0, g0, m0, per_thread)
 
 
+@_jit
+def _in_bin(raw_i, sign, ulo, uhi, sh, key):
+    """Whether a point's ordered bits fall in fine bin ``key`` (branch-free: vectorisable)."""
+    u = _bits(raw_i, sign)
+    return (u >= ulo) & (u < uhi) & (((u - ulo) >> sh) == key)
+
+
+@_jit
+def _gather_range(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, lo, hi, vals, avals, j):
+    """Write the (g, a) of ``[lo, hi)``'s points in bin ``key`` from position ``j``; the new ``j``.
+
+    Runs of 64 are tested branch-free first (as threshold.hpp's gather) and walked only
+    when one of their points is in the bin.
+    """
+    i = lo
+    while i < hi:
+        e = min(hi, i + 64)
+        hit = False
+        for k in range(i, e):
+            hit |= _in_bin(raw[k], sign, ulo, uhi, sh, key)
+        if hit:
+            for k in range(i, e):
+                if _in_bin(raw[k], sign, ulo, uhi, sh, key):
+                    gi = np.float64(g[k])
+                    vals[j] = gi
+                    avals[j] = gi + (losses[k] if has_losses else w * gi)
+                    j += 1
+        i = e
+    return j
+
+
 @_pjit
 def _bracket_gather(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, per_thread, nt):
     """The (g, a) of the points in fine bin ``key``; thread t writes at its offset."""
@@ -677,15 +708,8 @@ def _bracket_gather(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, per_
     vals = np.empty(offs[nt])
     avals = np.empty(offs[nt])
     for t in nb.prange(nt):
-        j = offs[t]
-        for i in range(n * t // nt, n * (t + 1) // nt):
-            u = _bits(raw[i], sign)
-            if u < ulo or u >= uhi or ((u - ulo) >> sh) != key:
-                continue
-            gi = np.float64(g[i])
-            vals[j] = gi
-            avals[j] = gi + (losses[i] if has_losses else w * gi)
-            j += 1
+        _gather_range(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, n * t // nt, n * (t + 1) // nt,
+                      vals, avals, offs[t])
     return vals, avals
 
 
