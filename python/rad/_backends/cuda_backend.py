@@ -304,27 +304,59 @@ def _bin_add(cnt, hh, gg, mnbits, b, c, r, gr, u):
     cuda.atomic.min(mnbits, b, u)
 
 
+# The shared-memory cache of bins of the histogram and bracket kernels: slot
+# ``bin mod _SLOTS`` is claimed by the first bin that lands there (its ``tag``); a point
+# whose slot holds another bin goes straight to the global bins.
+
+
+@cuda.jit(device=True)
+def _slots_clear(tag, scnt, sh, sg, smn):
+    for j in range(cuda.threadIdx.x, _SLOTS, cuda.blockDim.x):
+        tag[j] = -1
+        scnt[j] = 0
+        sh[j] = 0.0
+        sg[j] = 0.0
+        smn[j] = _UMAX
+
+
+@cuda.jit(device=True)
+def _slot_add(tag, scnt, sh, sg, smn, cnt, hh, gg, mnbits, b, r, gr, u):
+    """One point of bin ``b``: into its slot when the slot is (or becomes) ``b``'s."""
+    slot = b & (_SLOTS - 1)
+    t = tag[slot]
+    if t == -1:
+        t = cuda.atomic.cas(tag, slot, np.int64(-1), b)
+        if t == -1:
+            t = b
+    if t == b:
+        _bin_add(scnt, sh, sg, smn, slot, 1, r, gr, u)
+    else:
+        _bin_add(cnt, hh, gg, mnbits, b, 1, r, gr, u)
+
+
+@cuda.jit(device=True)
+def _slots_flush(tag, scnt, sh, sg, smn, cnt, hh, gg, mnbits):
+    """Add the block's cached bins to the global ones (after a syncthreads)."""
+    for j in range(cuda.threadIdx.x, _SLOTS, cuda.blockDim.x):
+        t = tag[j]
+        if t >= 0:
+            _bin_add(cnt, hh, gg, mnbits, t, scnt[j], sh[j], sg[j], smn[j])
+
+
 @_kernel
 def _histogram_kernel(g, raw, sign, losses, has_losses, w, hi_val, nbits, shift, pshift, prefix,
                       cnt, hh, gg, mnbits, bad):
-    """One radix level, with a shared-memory cache of bins per CUDA block.
+    """One radix level, with a shared-memory cache of bins per CUDA block (``_slot_add``).
 
-    Slot ``bin mod _SLOTS`` is claimed by the first bin that lands there: the frequent bins
-    of a skewed distribution are summed with shared atomics and flushed once per block; a
-    point whose slot holds another bin goes straight to the global bins.
+    The frequent bins of a skewed distribution are summed with shared atomics and flushed
+    once per block.
     """
     tag = cuda.shared.array(_SLOTS, np.int64)
     scnt = cuda.shared.array(_SLOTS, np.int64)
     sh = cuda.shared.array(_SLOTS, np.float64)
     sg = cuda.shared.array(_SLOTS, np.float64)
     smn = cuda.shared.array(_SLOTS, np.uint64)
-    tid = cuda.threadIdx.x
-    for j in range(tid, _SLOTS, cuda.blockDim.x):
-        tag[j] = -1
-        scnt[j] = 0
-        sh[j] = 0.0
-        sg[j] = 0.0
-        smn[j] = _UMAX
+    _slots_clear(tag, scnt, sh, sg, smn)
     cuda.syncthreads()
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -344,21 +376,9 @@ def _histogram_kernel(g, raw, sign, losses, has_losses, w, hi_val, nbits, shift,
         a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
         r = 1.0 / a if a > 0 else 0.0
         gr = _mul(gi, r)
-        slot = b & (_SLOTS - 1)
-        t = tag[slot]
-        if t == -1:
-            t = cuda.atomic.cas(tag, slot, np.int64(-1), b)
-            if t == -1:
-                t = b
-        if t == b:
-            _bin_add(scnt, sh, sg, smn, slot, 1, r, gr, u)
-        else:
-            _bin_add(cnt, hh, gg, mnbits, b, 1, r, gr, u)
+        _slot_add(tag, scnt, sh, sg, smn, cnt, hh, gg, mnbits, b, r, gr, u)
     cuda.syncthreads()
-    for j in range(tid, _SLOTS, cuda.blockDim.x):
-        t = tag[j]
-        if t >= 0:
-            _bin_add(cnt, hh, gg, mnbits, t, scnt[j], sh[j], sg[j], smn[j])
+    _slots_flush(tag, scnt, sh, sg, smn, cnt, hh, gg, mnbits)
 
 
 @_kernel
@@ -494,12 +514,7 @@ def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, u
     bsum = cuda.shared.array(3, np.float64)
     bcnt = cuda.shared.array(4, np.uint64)
     tid = cuda.threadIdx.x
-    for j in range(tid, _SLOTS, cuda.blockDim.x):
-        tag[j] = -1
-        scnt[j] = 0
-        sh_[j] = 0.0
-        sg[j] = 0.0
-        smn[j] = _UMAX
+    _slots_clear(tag, scnt, sh_, sg, smn)
     if tid == 0:
         bsum[0] = 0.0
         bsum[1] = 0.0
@@ -551,17 +566,7 @@ def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, u
             elif gi < lo_v:
                 nbl += np.uint64(1)
             else:
-                b = np.int64((u - ulo) >> sh)
-                slot = b & (_SLOTS - 1)
-                t = tag[slot]
-                if t == -1:
-                    t = cuda.atomic.cas(tag, slot, np.int64(-1), b)
-                    if t == -1:
-                        t = b
-                if t == b:
-                    _bin_add(scnt, sh_, sg, smn, slot, 1, r, gr, u)
-                else:
-                    _bin_add(cnt, hh, gg, mnbits, b, 1, r, gr, u)
+                _slot_add(tag, scnt, sh_, sg, smn, cnt, hh, gg, mnbits, np.int64((u - ulo) >> sh), r, gr, u)
     cuda.atomic.add(bsum, 0, gt)
     cuda.atomic.add(bsum, 1, ha)
     cuda.atomic.add(bsum, 2, ga)
@@ -570,10 +575,7 @@ def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, u
     cuda.atomic.max(bcnt, 2, bad)
     cuda.atomic.min(bcnt, 3, minb)
     cuda.syncthreads()
-    for j in range(tid, _SLOTS, cuda.blockDim.x):
-        t = tag[j]
-        if t >= 0:
-            _bin_add(cnt, hh, gg, mnbits, t, scnt[j], sh_[j], sg[j], smn[j])
+    _slots_flush(tag, scnt, sh_, sg, smn, cnt, hh, gg, mnbits)
     if tid == 0:
         cuda.atomic.add(scal, 0, bsum[0])
         cuda.atomic.add(scal, 1, bsum[1])
