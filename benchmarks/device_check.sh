@@ -9,8 +9,8 @@
 #   benchmarks/device_check.sh --sizes 1e6 --threads 1,2 --out /tmp/x.json   # smoke test
 #
 # Options are passed to benchmarks/thread_scaling.py (--sizes, --threads, --repeat,
-# --backends, --out). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts. Default output: $OUT/device_check.json if $OUT is set, else
-# benchmarks/results_device.json.
+# --backends, --out). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts. Default
+# output: $OUT/device_check.json if $OUT is set, else benchmarks/results_device.json.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"

@@ -127,6 +127,21 @@ def _theorem1_scan(g, losses, has_losses, w, perm, m):
     return fail.min(), g_total
 
 
+@_jit
+def _support_term(g, losses, has_losses, w, tau, i):
+    """Item ``i``'s ``(1/a, g/a, on the support, a or inf)``, branch-free.
+
+    An item off the support gives ``r = 0`` and ``g * 0 = +-0``, which leaves a lane's sum
+    (never -0.0) unchanged, as the definition's "+ 0.0" does.
+    """
+    gi = np.float64(g[i])
+    a = gi + _loss(losses, has_losses, w, i, gi)
+    sel = (gi >= tau) & (a > 0)
+    r = 1.0 / (a if sel else 1.0)
+    r = r if sel else 0.0
+    return r, gi * r, sel, a if sel else _INF
+
+
 @_pjit
 def _support_sums(g, losses, has_losses, w, tau):
     """Canonical per-block totals: see rad._backends.canonical.block_totals."""
@@ -145,29 +160,18 @@ def _support_sums(g, losses, has_losses, w, tau):
         hi = min(n, lo + BLOCK)
         full = lo + (hi - lo) // 8 * 8
         for i0 in range(lo, full, 8):
-            # lane j takes item i0 + j: branch-free, so the eight lanes are one SIMD step.
-            # An item off the support adds r = 0 and g * 0 = +-0, which leaves a lane's
-            # sum (never -0.0) unchanged, as the definition's "+ 0.0" does.
-            for j in range(8):
-                gi = np.float64(g[i0 + j])
-                a = gi + _loss(losses, has_losses, w, i0 + j, gi)
-                sel = (gi >= tau) & (a > 0)
-                r = 1.0 / (a if sel else 1.0)
-                r = r if sel else 0.0
+            for j in range(8):  # lane j takes item i0 + j: the eight lanes are one SIMD step
+                r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, i0 + j)
                 lh[j] += r
-                lg[j] += gi * r
+                lg[j] += gr
                 c += sel
-                mn = min(mn, a if sel else _INF)
-        for i in range(full, hi):
-            j = (i - lo) % 8
-            gi = np.float64(g[i])
-            a = gi + _loss(losses, has_losses, w, i, gi)
-            if gi >= tau and a > 0:
-                r = 1.0 / a
-                lh[j] += r
-                lg[j] += gi * r
-                c += 1
                 mn = min(mn, a)
+        for i in range(full, hi):
+            r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, i)
+            lh[(i - lo) % 8] += r
+            lg[(i - lo) % 8] += gr
+            c += sel
+            mn = min(mn, a)
         tot_h[blk] = ((lh[0] + lh[1]) + (lh[2] + lh[3])) + ((lh[4] + lh[5]) + (lh[6] + lh[7]))
         tot_g[blk] = ((lg[0] + lg[1]) + (lg[2] + lg[3])) + ((lg[4] + lg[5]) + (lg[6] + lg[7]))
         counts[blk] = c

@@ -106,7 +106,8 @@ def scan_bins(
     the failing bin (-1 when every bin passed) and ``lowest`` the last bin visited (-1 when
     none is non-empty). The level loop and the bracketed pass share it.
     """
-    bins = np.flatnonzero(np.asarray(cnt))[::-1]
+    cnt = np.asarray(cnt)
+    bins = np.flatnonzero(cnt)[::-1]
     if bins.shape[0] == 0:
         return -1, -1, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
     edges = edge_values(np.uint64(edge_base) + (bins.astype(np.uint64) << np.uint64(shift)), nbits)
@@ -123,7 +124,7 @@ def scan_bins(
         fail_d = float(d_edge[j])
     if j > 0:
         pass_d, acc_h, acc_g = float(d_edge[j - 1]), float(h2[j - 1]), float(g2[j - 1])
-        acc_n += int(np.asarray(cnt)[bins[:j]].sum())
+        acc_n += int(cnt[bins[:j]].sum())
         last_min = float(mn[int(bins[j - 1])])
     return boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
 
