@@ -990,6 +990,25 @@ def _target(state, counter, base):
     return base + np.int64(_mul(_uniform(state, counter), _SCALE))
 
 
+@cuda.jit(device=True)
+def _skip_chunk(tot, size, tag, i, hi, cum, base, t1, first_hit, npos, last_pos):
+    """Step over the chunk of ``size`` items at ``i`` when nothing happens in it.
+
+    Nothing happens when its end mass crosses no multiple of ONE and (the run's first
+    item not yet found) passes no target. Returns ``(skipped, cum, i, npos, last_pos)``;
+    a chunk of positive mass becomes the run's last positive place (code ``-(c + 2) -
+    tag``, see ``_L2_TAG``).
+    """
+    t = tot[i // size]
+    end_cum = cum + t
+    if end_cum < base + _ONE and not (first_hit < 0 and end_cum > t1):
+        if t > 0:
+            npos += 1
+            last_pos = -(i // size) - 2 - tag
+        return True, end_cum, min(hi, i + size), npos, last_pos
+    return False, cum, i, npos, last_pos
+
+
 @_kernel
 def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, key, stream, own_stream,
                   nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass):
@@ -1024,24 +1043,14 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     i = lo
     while i < hi:
         if (i - lo) % _L2 == 0:
-            t = tot2[i // _L2]
-            end_cum = cum + t
-            if end_cum < base + _ONE and not (first_hit < 0 and end_cum > t1):
-                if t > 0:  # positive mass in the run: its last positive item is in this chunk
-                    npos += 1
-                    last_pos = -(i // _L2) - 2 - _L2_TAG
-                cum = end_cum
-                i = min(hi, i + _L2)
+            skipped, cum, i, npos, last_pos = _skip_chunk(tot2, _L2, _L2_TAG, i, hi, cum, base, t1, first_hit,
+                                                          npos, last_pos)
+            if skipped:
                 continue
         if (i - lo) % _L1 == 0:
-            t = tot1[i // _L1]
-            end_cum = cum + t
-            if end_cum < base + _ONE and not (first_hit < 0 and end_cum > t1):
-                if t > 0:
-                    npos += 1
-                    last_pos = -(i // _L1) - 2
-                cum = end_cum
-                i = min(hi, i + _L1)
+            skipped, cum, i, npos, last_pos = _skip_chunk(tot1, _L1, 0, i, hi, cum, base, t1, first_hit, npos,
+                                                          last_pos)
+            if skipped:
                 continue
         mass = _mass_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
         prev_cum = cum
