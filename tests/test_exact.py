@@ -86,6 +86,21 @@ def test_issue_pools_are_exact(backend: str, pool: int) -> None:
     assert adversary_value(game, sol.probabilities()) >= opt - tol
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("method", ["sorted", "sortfree"])
+def test_a_slope_within_rounding_over_a_long_bracket(backend: str, method: str) -> None:
+    """m = 0 and one gain 9.3e-11 above the rest behind a loss of 1e4: F rises by 9.3e-15 per
+    unit of nu (below the slope's rounding) over 1e4 units up to max a, 9.3e-11 in all,
+    1e4 times the tolerance. Read as flat, the search stopped at the first kink (found by
+    Hypothesis in CI)."""
+    inst = {"gains": np.array([1.0, 1.0, 0.0, 1.0, 1.000000000093193, 0.0, 1.0]), "m": 0.0, "b": 2, "w": None,
+            "losses": np.array([1.0, 1.0, 1.0, 1.0, 1e4, 1.0, 1.0])}
+    game, opt, tol = _reference(inst)
+    sol = _solve(inst, backend, method=method)
+    assert abs(Fraction(sol.value) - opt) <= tol, _explain(sol.value, opt, tol)
+    assert adversary_value(game, sol.probabilities()) >= opt - tol
+
+
 def test_theorem1_value_without_cancellation() -> None:
     """m close to G: (G - m) / H from an uncompensated G lost 1e-7 relative (issue 14)."""
     n, m = 100_000, 99_900.0

@@ -121,7 +121,10 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
     of the bracket when the lines meet there to ``8 eps T``; in both cases only while the
     bound itself is accurate at that scale (a far end's value carries rounding that can
     exceed the whole optimum: then bisect). A slope within rounding of 0 (its terms are
-    ``sum (g_i - g_J)/a_i <= n`` and ``m``) counts as flat, i.e. not rising.
+    ``sum (g_i - g_J)/a_i <= n`` and ``m``) cannot be told from 0 by its sign, yet over a
+    long bracket (``max a`` can be 1e4 times the kink) it can raise ``F`` by far more than
+    ``F``'s rounding: such a slope is read from the values instead, ``F`` at ``max a``
+    against ``F`` here (concave: a clearly higher ``F`` further right means rising).
     """
     eps = float(np.finfo(float).eps)
     flat = 8 * eps * (ctx.g_g.shape[0] + m)
@@ -129,11 +132,19 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
     def scale(nu: float, ev: Evaluation) -> float:
         return abs(ev.value + m * nu) + m * nu
 
+    def rising(nu: float, ev: Evaluation) -> bool:
+        if abs(ev.slope) > flat:
+            return ev.slope > 0
+        return ev_top.value - ev.value > 8 * eps * (scale(nu, ev) + scale(top, ev_top))
+
     lo, ev_lo = 0.0, _capped_eval(ctx, 0.0, b, m)
-    if ev_lo.slope <= flat:
+    if ev_lo.slope <= -flat:
         return lo, ev_lo
-    hi, ev_hi = ctx.a_max, _capped_eval(ctx, ctx.a_max, b, m)
-    if ev_hi.slope > flat:
+    top, ev_top = ctx.a_max, _capped_eval(ctx, ctx.a_max, b, m)
+    if not rising(lo, ev_lo):
+        return lo, ev_lo
+    hi, ev_hi = top, ev_top
+    if rising(hi, ev_hi):
         return hi, ev_hi
     bisect_next = False
     for _ in range(_MAX_ITER):
@@ -155,7 +166,7 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
             if spread <= 4 * t and ev.value >= bound - 8 * eps * t:
                 return x, ev
             width = hi - lo
-            if ev.slope > flat:
+            if rising(x, ev):
                 lo, ev_lo = x, ev
             else:
                 hi, ev_hi = x, ev
@@ -165,7 +176,7 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
         if not lo < x < hi:
             break
         ev = _capped_eval(ctx, x, b, m)
-        if ev.slope > flat:
+        if rising(x, ev):
             lo, ev_lo = x, ev
         else:
             hi, ev_hi = x, ev
