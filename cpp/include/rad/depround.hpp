@@ -54,7 +54,7 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 }
 
 // Round local items [0, len) (global index = base_index + local index); append taken global
-// indices. No block-length array: one streaming pass keeps only the chunk offsets O_c
+// indices (in ascending order if `ascending`, else as found). No block-length array: one streaming pass keeps only the chunk offsets O_c
 // (exact int64 sums of kChunk items' units); a crossing, a pick or a mass is then found by
 // binary search over the chunk ends O_{c+1} and a recomputation of the one chunk that
 // holds it. The same M, the same decisions, the same draws as canonical.round_sequence
@@ -65,8 +65,9 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 // at(i) returns q of local item i (for the few chunks looked up again).
 template <class Fill, class At>
 Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, std::vector<std::int64_t>& taken,
-                       Fill&& fill, At&& at) {
+                       Fill&& fill, At&& at, bool ascending = false) {
     if (len == 0) return {};
+    const auto first_taken = static_cast<std::ptrdiff_t>(taken.size());
     constexpr std::int64_t kChunk = 8;  // items per stored offset (any width gives the same M)
     constexpr std::int64_t kSub = 256;  // items per fill call (a multiple of kChunk)
     const std::int64_t nch = (len + kChunk - 1) / kChunk;
@@ -175,6 +176,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         if (i < e) return i;
         return last_positive(e);
     };
+    const auto certain_end = static_cast<std::ptrdiff_t>(taken.size());  // ascending from here back
     std::int64_t base = 0, m_start = 0, start = 0, carry = -1;
     for (;;) {
         const std::int64_t j = search(start, len, base + kOne, false);
@@ -196,6 +198,14 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         start = j + 1;
     }
     const std::int64_t pick = resolve(start, len, base, m_start, carry);
+    if (ascending) {
+        // The certain items came in ascending order, the picks (a carried item can be taken
+        // late) do not: sort the picks and merge, so the blocks concatenate in order (a
+        // capped pool takes ~80% of b as certain items; one serial sort of all b indices
+        // cost more than the rounding).
+        std::sort(taken.begin() + certain_end, taken.end());
+        std::inplace_merge(taken.begin() + first_taken, taken.begin() + certain_end, taken.end());
+    }
     return {pick >= 0 ? base_index + pick : -1, from_units(O[nch] - base)};
 }
 
@@ -262,7 +272,7 @@ BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t fi
         out.left[blk] = round_chunked(
             hi - lo, offset + lo, rs, taken[blk],
             [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); },
-            [&](std::int64_t i) { return q(lo + i); });
+            [&](std::int64_t i) { return q(lo + i); }, true);
     });
     std::size_t total = 0;
     for (auto& t : taken) total += t.size();
@@ -301,10 +311,12 @@ std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t
             ids.push_back(l.index);
             masses.push_back(l.mass);
         }
-    std::vector<std::int64_t> out = std::move(phase.taken);
+    std::vector<std::int64_t> out = std::move(phase.taken);  // sorted (blocks in order)
+    const auto sorted_end = static_cast<std::ptrdiff_t>(out.size());
     const Leftover last = merge_leftovers(std::move(ids), std::move(masses), key, out);
     if (static_cast<std::int64_t>(out.size()) == b - 1 && last.index >= 0) out.push_back(last.index);
-    std::sort(out.begin(), out.end());
+    std::sort(out.begin() + sorted_end, out.end());  // at most one pick per block from the leftovers
+    std::inplace_merge(out.begin(), out.begin() + sorted_end, out.end());
     bool distinct = std::adjacent_find(out.begin(), out.end()) == out.end();
     if (static_cast<std::int64_t>(out.size()) != b || !distinct)
         throw std::runtime_error("internal error: DepRound produced " + std::to_string(out.size()) +
