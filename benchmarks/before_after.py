@@ -1,5 +1,8 @@
 """Before/after: rad.select of two builds of rad, alternated process by process (same machine,
-same minutes). Usage: python benchmarks/before_after.py N REPS OUT.json OLD_PYTHONPATH NEW_PYTHONPATH
+same minutes). Usage: python benchmarks/before_after.py N REPS OUT.json OLD_PYTHONPATH NEW_PYTHONPATH [capped]
+
+The workload is the issue's (m = 0.3 n, b = 1000); with ``capped`` it is the capped path's
+(m = 0.001 n, b = n / 10: caps bind).
 
 Build the old one with: git archive <commit> | tar -x -C /tmp/old; cmake -S /tmp/old -B /tmp/old/build
 -G Ninja; cmake --build /tmp/old/build; cp /tmp/old/build/_core*.so /tmp/old/python/rad/
@@ -14,10 +17,12 @@ CHILD = r'''
 import sys, time, statistics, json, numpy as np, rad
 n = int(float(sys.argv[1]))
 g = np.random.default_rng(0).random(n, dtype=np.float32)
-m, b = 0.3 * n, 1000
+capped = sys.argv[2] == "capped"
+m, b = (0.001 * n, n // 10) if capped else (0.3 * n, 1000)
 out = {}
 for be in ("cpp", "numba"):
-    rad.select(g[:1 << 20], 0.3 * (1 << 20), b, rng=0, backend=be)
+    small = 1 << 20
+    rad.select(g[:small], m * small / n, max(1, b * small // n), rng=0, backend=be)
 for t in (1, 2):
     for be in ("cpp", "numba"):
         ts = []
@@ -36,7 +41,8 @@ print(json.dumps(out))
 res = {"old": [], "new": []}
 for _ in range(int(sys.argv[2])):
     for name, path in (("old", sys.argv[4]), ("new", sys.argv[5])):
-        r = subprocess.run([sys.executable, "-c", CHILD, sys.argv[1]], capture_output=True, text=True,
+        workload = sys.argv[6] if len(sys.argv) > 6 else "uncapped"
+        r = subprocess.run([sys.executable, "-c", CHILD, sys.argv[1], workload], capture_output=True, text=True,
                            env=dict(os.environ, PYTHONPATH=path))
         res[name].append(json.loads(r.stdout.strip().splitlines()[-1]))
         print(name, res[name][-1], flush=True)

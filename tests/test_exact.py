@@ -101,6 +101,21 @@ def test_a_slope_within_rounding_over_a_long_bracket(backend: str, method: str) 
     assert adversary_value(game, sol.probabilities()) >= opt - tol
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("method", ["sorted", "sortfree"])
+def test_a_stop_just_below_the_breakpoint_at_max_a(backend: str, method: str) -> None:
+    """The optimum is q = 1 on the top point at nu = max a; the search stopped 21 ulps short
+    (nu = 1.4912439655274483), which left q = 1 - 4.8e-15 and q worth 1.3 times the
+    tolerance short (found by the ``thorough`` Hypothesis profile)."""
+    inst = {"gains": np.array([0.5, 0.5, 0.9609375, 0.9912439655274554]), "m": 0.0, "b": 1, "w": None,
+            "losses": np.array([0.0, 0.0, 0.0, 0.5])}
+    game, opt, tol = _reference(inst)
+    sol = _solve(inst, backend, method=method)
+    assert abs(Fraction(sol.value) - opt) <= tol, _explain(sol.value, opt, tol)
+    got = adversary_value(game, sol.probabilities())
+    assert got >= opt - tol, f"q is worth {float(got)!r}; the optimum is {float(opt)!r} (allowed {float(tol):.3g})"
+
+
 def test_theorem1_value_without_cancellation() -> None:
     """m close to G: (G - m) / H from an uncompensated G lost 1e-7 relative (issue 14)."""
     n, m = 100_000, 99_900.0

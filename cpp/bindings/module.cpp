@@ -297,6 +297,18 @@ void bind_for(py::module_& m) {
         return std::make_tuple(r.h, r.g, r.count, r.min_a);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("tau"), py::arg("threads"));
 
+    m.def("span_sums", [](Arr<T> g, double w, std::int64_t span, int threads) {
+        threads = checked_threads(threads);
+        require(span > 0 && rad::kBlock % span == 0, "span_sums: the span must divide the block size");
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        std::vector<double> r;
+        r = interruptible(n, [&] { return rad::span_sums(gp, n, w, span, threads); });
+        py::array_t<double> out({static_cast<py::ssize_t>(3), static_cast<py::ssize_t>((n + span - 1) / span)});
+        std::copy(r.begin(), r.end(), out.mutable_data());
+        return out;
+    }, py::arg("g").noconvert(), py::arg("w"), py::arg("span"), py::arg("threads"));
+
     m.def("support_block_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
         const Losses L = make_losses(losses, w);
         const T* gp = g.data();

@@ -155,4 +155,32 @@ inline CappedEval capped_eval(const double* g_g, const double* a_g, const std::i
     return r;
 }
 
+// Per-span sequential totals of 1/a, g/a and g over the sorted gains (a = g + w g; a term
+// of 1/a and g/a only where a > 0): the block offsets of the RAD capped path's O(log n)
+// evaluations (python/rad/_solve/capped_rad.py; span_sums in numpy_backend.py). Three rows
+// of n_spans, row-major; span divides kBlock, so each block's spans go to one thread.
+template <class T>
+std::vector<double> span_sums(const T* g, std::int64_t n, double w, std::int64_t span, int threads) {
+    const std::int64_t ns = (n + span - 1) / span, per = kBlock / span;
+    std::vector<double> out(static_cast<size_t>(3 * ns), 0.0);
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        for (std::int64_t s = blk * per; s < std::min(ns, (blk + 1) * per); ++s) {
+            double inv = 0.0, ga = 0.0, gs = 0.0;
+            for (std::int64_t i = s * span, e = std::min(n, (s + 1) * span); i < e; ++i) {
+                const double x = static_cast<double>(g[i]);
+                const double a = w * x + x;
+                if (a > 0) {
+                    inv += 1.0 / a;
+                    ga += x / a;
+                }
+                gs += x;
+            }
+            out[s] = inv;
+            out[ns + s] = ga;
+            out[2 * ns + s] = gs;
+        }
+    });
+    return out;
+}
+
 }  // namespace rad

@@ -30,7 +30,7 @@ IndexArray = NDArray[np.int64]
 
 
 class CappedArrays(Protocol):
-    """The capped path's sorted arrays (see :class:`rad._solve.capped.CappedContext`)."""
+    """The capped path's sorted arrays (see :class:`rad._solve.capped.SortedArrays`)."""
 
     @property
     def g_g(self) -> NDArray[np.float64]: ...
@@ -115,6 +115,12 @@ class Kernels(Protocol):
         """The capped path's dual function at ``nu`` (``docs/design.md`` §1, "Dualising").
 
         Returns ``(F(nu), right slope, fill is loss, cut, resid, group total)``.
+        """
+
+    def span_sums(self, g: FloatArray, w: float, span: int, threads: int) -> NDArray[np.float64]:
+        """Per-span sequential totals of ``1/a``, ``g/a`` and ``g`` over sorted gains.
+
+        ``a = g + w g``; shape ``(3, ceil(n / span))``; ``span`` divides the canonical block.
         """
 
     def depround_q(self, q: NDArray[np.float64], b: int, key: int, threads: int) -> IndexArray:

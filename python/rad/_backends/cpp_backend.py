@@ -86,6 +86,10 @@ def capped_eval(
                              float(nu), float(b), float(m), threads)
 
 
+def span_sums(g: FloatArray, w: float, span: int, threads: int) -> NDArray[np.float64]:
+    return _core.span_sums(np.ascontiguousarray(g), float(w), int(span), threads)
+
+
 def depround_q(q: FloatArray, b: int, key: int, threads: int) -> IndexArray:
     return _core.depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key), threads)
 

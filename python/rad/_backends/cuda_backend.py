@@ -1309,6 +1309,11 @@ def capped_eval(ctx, nu, b, m, threads):
     return _cpu().capped_eval(ctx, nu, b, m, threads)
 
 
+def span_sums(g, w, span, threads):
+    """Host fallback: the capped path sorts the gains on the host."""
+    return _cpu().span_sums(_to_host(g), w, span, threads)
+
+
 def depround_blocks(gains, losses, w, params: Params, key, offset, first_stream, threads):
     """Host fallback (rad.dask's per-chunk rounding) on copies."""
     lo = None if losses is None else _to_host(losses)

@@ -471,11 +471,32 @@ def materialize(gains, losses, w, params: Params, threads):
     return _materialize(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf)
 
 
+@_pjit
+def _support_stats(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf):
+    n = g.shape[0]
+    nblk = (n + BLOCK - 1) // BLOCK
+    counts = np.zeros(nblk, np.int64)
+    mins = np.full(nblk, _INF)
+    for blk in nb.prange(nblk):
+        c = 0
+        mn = _INF
+        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
+            gi = np.float64(g[i])
+            if _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf) > 0:
+                c += 1
+                mn = min(mn, gi)
+        counts[blk] = c
+        mins[blk] = mn
+    return counts.sum(), mins.min() if nblk else _INF
+
+
 def support_stats(gains, losses, w, params: Params, threads):
-    q = materialize(gains, losses, w, params, threads)
-    mask = q > 0
-    count = int(np.count_nonzero(mask))
-    return count, float(np.asarray(gains)[mask].min()) if count else float("inf")
+    """Streamed per block (no ``q`` array): the count of ``q_i > 0`` and their least gain."""
+    _use_threads(threads)
+    lv, has = _losses_arg(losses)
+    fill, nu, gc, gf, lc, lf = params.as_tuple()
+    count, least = _support_stats(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf)
+    return int(count), float(least) if count else float("inf")
 
 
 def depround_q(q, b, key, threads):
@@ -487,6 +508,32 @@ def depround_params(gains, losses, w, params: Params, b, key, threads):
     """Streamed: each block's ``q`` is computed into block-sized scratch (no ``q`` array)."""
     _use_threads(threads)
     return _depround_params(gains, losses, w, params, int(b), int(key), threads)
+
+
+@_pjit
+def _span_sums(g, w, span, out):
+    n = g.shape[0]
+    for s in nb.prange(out.shape[1]):
+        inv = 0.0
+        ga = 0.0
+        gs = 0.0
+        for i in range(s * span, min(n, (s + 1) * span)):
+            x = float(g[i])
+            a = w * x + x
+            if a > 0:
+                inv += 1.0 / a
+                ga += x / a
+            gs += x
+        out[0, s] = inv
+        out[1, s] = ga
+        out[2, s] = gs
+
+
+def span_sums(g, w, span, threads):
+    _use_threads(threads)
+    out = np.zeros((3, -(-g.shape[0] // int(span))))
+    _span_sums(g, float(w), int(span), out)
+    return out
 
 
 #: The capped path's F(nu) and rad.dask's per-chunk rounding use the reference.

@@ -158,6 +158,32 @@ def _range_sum(x: np.ndarray, s: int, e: int) -> float:
     return float(np.cumsum(parts)[-1])
 
 
+def span_sums(g: np.ndarray, w: float, span: int, threads: int = 1) -> np.ndarray:
+    """Per-span totals of ``1/a``, ``g/a`` and ``g`` (``a = g + w g``; 0 where ``a = 0``).
+
+    Shape ``(3, ceil(n / span))``; each total is the sequential sum of its span's terms in
+    order (the RAD capped path's block offsets, :mod:`rad._solve.capped_rad`).
+    """
+    n = g.shape[0]
+    spans = -(-n // span)
+    out = np.zeros((3, spans))
+    step = max(1, (1 << 20) // span)  # bounded temporaries: about 2^20 points at a time
+    for s0 in range(0, spans, step):
+        lo, hi = s0 * span, min(n, (s0 + step) * span)
+        x = g[lo:hi].astype(np.float64)
+        a = w * x
+        a += x
+        pos = a > 0
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            terms = (np.where(pos, 1.0 / a, 0.0), np.where(pos, x / a, 0.0), x)
+        rows = -(-(hi - lo) // span)
+        for row, t in enumerate(terms):
+            pad = np.zeros(rows * span)
+            pad[: hi - lo] = t
+            out[row, s0 : s0 + rows] = np.cumsum(pad.reshape(rows, span), axis=1)[:, -1]
+    return out + 0.0  # a sum that starts from +0.0: a span of -0.0 gains totals +0.0
+
+
 def capped_eval(
     ctx: CappedArrays, nu: float, b: float, m: float, threads: int = 1
 ) -> tuple[float, float, bool, float, float, float]:

@@ -21,16 +21,12 @@ from fractions import Fraction
 import numpy as np
 
 from rad._backends.params import Params
-from rad._solve.capped import CappedContext, maximise_dual
+from rad._solve.capped import SNAP, CappedContext, maximise_dual
 from rad._solve.game import Game
 from rad._solve.solution import NetHarmWarning, Solution
 from rad._solve.validation import check_values
 
 __all__ = ["ValueOverflowWarning", "solve_game"]
-
-#: A boundary group whose share of the budget is below this (relative to ``b``) is
-#: floating-point residue at a breakpoint of ``F``, not a real fractional item.
-_SNAP = 1e-11
 
 
 class ValueOverflowWarning(RuntimeWarning):
@@ -175,12 +171,13 @@ def _solve_game(game: Game) -> Solution:
     nu, ev = maximise_dual(ctx, b, m)
     if not (math.isfinite(ev.value) and math.isfinite(nu)):
         raise _Overflow
-    frac = 0.0 if ev.resid <= _SNAP * b else min(1.0, ev.resid / ev.group_total)
+    frac = 0.0 if ev.resid <= SNAP * b else min(1.0, ev.resid / ev.group_total)
     if ev.fill == "gain":
         params = Params("gain", nu, gain_cut=ev.cut, gain_frac=frac)
     else:
         params = Params("loss", nu, loss_cut=ev.cut, loss_frac=frac)
-    count, threshold = backend.support_stats(gains, losses, w_k, params, threads)
+    support = ctx.rad.support(nu, ev.cut, frac) if ctx.rad is not None and ev.fill == "gain" else None
+    count, threshold = support if support is not None else backend.support_stats(gains, losses, w_k, params, threads)
     _warn_if_harmful(ev.value, gains, losses, w_k, b)
     return done(ev.value, count, threshold, True, params)
 

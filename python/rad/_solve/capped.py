@@ -4,22 +4,29 @@
 descending-gain order up to ``min(1, nu/a_i)`` until the budget is spent (the rest on the
 smallest losses), and ``F(nu)`` is that fill's gain minus ``m nu``. ``F`` is concave and
 piecewise linear; ``OPT_b = max F``. The search intersects supporting lines, with a
-bisection safeguard; each evaluation is one O(n) backend kernel
+bisection safeguard. With RAD losses an evaluation in the gain fill is ``O(log n)`` on the
+sorted gains (:mod:`rad._solve.capped_rad`); otherwise it is one ``O(n)`` backend kernel
 (:meth:`~rad._backends.contract.Kernels.capped_eval`) on arrays sorted once here.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from rad._backends.contract import Kernels
+from rad._solve.capped_rad import SortedRadGains
 
-__all__ = ["CappedContext", "Evaluation", "maximise_dual"]
+__all__ = ["SNAP", "CappedContext", "Evaluation", "SortedArrays", "maximise_dual"]
 
 _MAX_ITER = 400
+
+#: A boundary group whose share of the budget is below this (relative to ``b``) is
+#: floating-point residue at a breakpoint of ``F``, not a real fractional item.
+SNAP = 1e-11
 
 
 @dataclass(frozen=True)
@@ -35,8 +42,11 @@ class Evaluation:
 
 
 @dataclass(frozen=True)
-class CappedContext:
-    """Points sorted by descending gain (``*_g``) and by ascending loss (``*_l``)."""
+class SortedArrays:
+    """Points sorted by descending gain (``*_g``) and by ascending loss (``*_l``).
+
+    What the backends' ``O(n)`` kernels read (:class:`rad._backends.contract.CappedArrays`).
+    """
 
     g_g: np.ndarray
     a_g: np.ndarray
@@ -44,43 +54,76 @@ class CappedContext:
     l_l: np.ndarray
     a_l: np.ndarray
     ends_l: np.ndarray
-    g_max: float
-    a_max: float
-    backend: Kernels
-    threads: int = 1
+
+
+class CappedContext:
+    """The pool as the capped path reads it.
+
+    With RAD losses: the sorted gains and their block sums
+    (:class:`~rad._solve.capped_rad.SortedRadGains`), which evaluate the gain fill in
+    ``O(log n)``; the four sorted arrays the kernels need for the loss fill are built only
+    if the search reaches it. With explicit losses: the sorted arrays, built at once.
+    """
+
+    def __init__(self, backend: Kernels, threads: int, *, rad: SortedRadGains | None = None,
+                 arrays: SortedArrays | None = None) -> None:
+        self.backend = backend
+        self.threads = threads
+        self.rad = rad
+        self._arrays = arrays
+        if rad is not None:
+            self.n, self.g_max, self.a_max = rad.n, rad.g_max, rad.a_max
+        else:
+            assert arrays is not None
+            self.n = int(arrays.g_g.shape[0])
+            self.g_max, self.a_max = float(arrays.g_g[0]), float(arrays.a_g.max())
 
     @staticmethod
     def build(gains: np.ndarray, losses: np.ndarray | None, w: float, backend: Kernels, threads: int) -> CappedContext:
-        """Sort once: by descending gain and by ascending loss.
-
-        With RAD losses ``l = w g`` the two orders are one sort of the gains' values (equal
-        gains have equal losses, so the tie groups' order changes no array) and four float64
-        arrays: 32 bytes per point, sorted in place (no permutation, no gather).
-        """
+        """Sort once: the gains alone with RAD losses, by gain and by loss otherwise."""
         if losses is None:
-            g_g = np.negative(gains, dtype=np.float64)  # -g, sorted ascending = g descending
-            g_g.sort()
-            np.negative(g_g, out=g_g)  # exact: the gains' own values, -0.0 included
-            a_g = w * g_g
+            return CappedContext(backend, threads, rad=SortedRadGains(gains, w, backend, threads))
+        g = np.asarray(gains, dtype=np.float64)
+        # Break ties by the other key, so the sorted arrays (and every sum over them)
+        # are the same for any permutation of the input: exact permutation equivariance.
+        l = np.asarray(losses, dtype=np.float64)
+        order_g = np.lexsort((l, -g))
+        order_l = np.lexsort((-g, l))
+        g_g, l_g = g[order_g], l[order_g]
+        l_l = l[order_l]
+        arrays = SortedArrays(g_g=g_g, a_g=g_g + l_g, ends_g=_group_ends(g_g), l_l=l_l,
+                              a_l=g[order_l] + l_l, ends_l=_group_ends(l_l))
+        return CappedContext(backend, threads, arrays=arrays)
+
+    def arrays(self) -> SortedArrays:
+        """The kernels' sorted arrays (with RAD losses built now, from the sorted gains).
+
+        ``l = w g``: equal gains have equal losses, so the loss order is the gain order
+        reversed and the tie groups' order changes no array (32 bytes per point).
+        """
+        if self._arrays is None:
+            assert self.rad is not None
+            g_g = self.rad.g.astype(np.float64)  # exact: the gains' own values, -0.0 included
+            a_g = self.rad.w * g_g
             a_g += g_g  # g + w g, as the kernels add it
-            l_l = w * g_g[::-1]
-            a_l = a_g[::-1].copy()
-        else:
-            g = np.asarray(gains, dtype=np.float64)
-            # Break ties by the other key, so the sorted arrays (and every sum over them)
-            # are the same for any permutation of the input: exact permutation equivariance.
-            l = np.asarray(losses, dtype=np.float64)
-            order_g = np.lexsort((l, -g))
-            order_l = np.lexsort((-g, l))
-            g_g, l_g = g[order_g], l[order_g]
-            a_g = g_g + l_g
-            l_l = l[order_l]
-            a_l = g[order_l] + l_l
-        return CappedContext(
-            g_g=g_g, a_g=a_g, ends_g=_group_ends(g_g), l_l=l_l, a_l=a_l,
-            ends_l=_group_ends(l_l), g_max=float(g_g[0]), a_max=float(a_g.max()),
-            backend=backend, threads=threads,
-        )
+            l_l = self.rad.w * g_g[::-1]
+            self._arrays = SortedArrays(g_g=g_g, a_g=a_g, ends_g=_group_ends(g_g), l_l=l_l,
+                                        a_l=a_g[::-1].copy(), ends_l=_group_ends(l_l))
+        return self._arrays
+
+    def gain_prefix(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``g`` and ``a`` of the ``count`` highest-gain points (float64)."""
+        if self.rad is None:
+            arr = self.arrays()
+            return arr.g_g[:count], arr.a_g[:count]
+        g = self.rad.g[:count].astype(np.float64)
+        a = self.rad.w * g
+        a += g
+        return g, a
+
+    def sorted_gains(self) -> np.ndarray:
+        """The gains in descending order."""
+        return self.rad.g if self.rad is not None else self.arrays().g_g
 
 
 def _group_ends(sorted_values: np.ndarray) -> np.ndarray:
@@ -91,8 +134,14 @@ def _group_ends(sorted_values: np.ndarray) -> np.ndarray:
 
 
 def _capped_eval(ctx: CappedContext, nu: float, b: int, m: float) -> Evaluation:
-    """``F(nu)`` through the backend's kernel (every backend gives the same bits)."""
-    value, slope, fill_loss, cut, resid, group_total = ctx.backend.capped_eval(ctx, nu, b, m, ctx.threads)
+    """``F(nu)``: the RAD gain fill in ``O(log n)``, else the backend's kernel.
+
+    The same bits on every backend either way.
+    """
+    fast = ctx.rad.gain_fill(nu, b, m) if ctx.rad is not None else None
+    if fast is not None:
+        return Evaluation(fast[0], fast[1], "gain", fast[3], fast[4], fast[5])
+    value, slope, fill_loss, cut, resid, group_total = ctx.backend.capped_eval(ctx.arrays(), nu, b, m, ctx.threads)
     return Evaluation(value, slope, "loss" if fill_loss else "gain", cut, resid, group_total)
 
 
@@ -125,9 +174,19 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
     long bracket (``max a`` can be 1e4 times the kink) it can raise ``F`` by far more than
     ``F``'s rounding: such a slope is read from the values instead, ``F`` at ``max a``
     against ``F`` here (concave: a clearly higher ``F`` further right means rising).
+
+    A stop that the values cannot tell from a breakpoint of the gain fill is then moved
+    onto it (:func:`_onto_breakpoint`): ``q`` is ``nu / a_i`` there, so a ``nu`` a few
+    dozen ulps short leaves ``q`` short by as much, whatever ``F``'s rounding.
     """
+    nu, ev = _search(ctx, b, m)
+    return _onto_breakpoint(ctx, nu, ev, b, m)
+
+
+def _search(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluation]:
+    """The search of :func:`maximise_dual`: a ``nu`` where ``F`` is within rounding of its maximum."""
     eps = float(np.finfo(float).eps)
-    flat = 8 * eps * (ctx.g_g.shape[0] + m)
+    flat = 8 * eps * (ctx.n + m)
 
     def scale(nu: float, ev: Evaluation) -> float:
         return abs(ev.value + m * nu) + m * nu
@@ -137,15 +196,25 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
             return ev.slope > 0
         return ev_top.value - ev.value > 8 * eps * (scale(nu, ev) + scale(top, ev_top))
 
-    lo, ev_lo = 0.0, _capped_eval(ctx, 0.0, b, m)
-    if ev_lo.slope <= -flat:
+    # With RAD losses start where the gain fill begins (below it the caps cannot hold b):
+    # while F still rises there, no evaluation needs the loss fill's O(n) kernel.
+    start = ctx.rad.gain_fill_from(b) if ctx.rad is not None else None
+    lo = 0.0 if start is None else start
+    ev_lo = _capped_eval(ctx, lo, b, m)
+    if lo == 0.0 and ev_lo.slope <= -flat:
         return lo, ev_lo
     top, ev_top = ctx.a_max, _capped_eval(ctx, ctx.a_max, b, m)
-    if not rising(lo, ev_lo):
-        return lo, ev_lo
-    hi, ev_hi = top, ev_top
-    if rising(hi, ev_hi):
-        return hi, ev_hi
+    if rising(lo, ev_lo):
+        hi, ev_hi = top, ev_top
+        if rising(hi, ev_hi):
+            return hi, ev_hi
+    else:
+        if lo == 0.0:
+            return lo, ev_lo
+        hi, ev_hi = lo, ev_lo  # F already falls where the gain fill begins: search [0, there]
+        lo, ev_lo = 0.0, _capped_eval(ctx, 0.0, b, m)
+        if ev_lo.slope <= -flat or not rising(lo, ev_lo):
+            return lo, ev_lo
     bisect_next = False
     for _ in range(_MAX_ITER):
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
@@ -182,3 +251,35 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
             hi, ev_hi = x, ev
         bisect_next = False
     return (hi, ev_hi) if ev_hi.value > ev_lo.value else (lo, ev_lo)
+
+
+def _onto_breakpoint(ctx: CappedContext, nu: float, ev: Evaluation, b: int, m: float) -> tuple[float, Evaluation]:
+    """Move a stop just below a breakpoint of the gain fill onto that breakpoint.
+
+    A stop whose boundary group is left a share of the budget below :data:`SNAP` is read
+    as the breakpoint where the groups above the cut spend ``b`` exactly (the caller gives
+    that group nothing). When ``F`` still rises there (``x`` lies below the breakpoint), the
+    search's ``nu`` is short of it by its own rounding, and so is every ``q_i = nu / a_i``:
+    on a pool whose optimum is ``q = 1`` at ``nu = max a``, a stop 21 ulps short left ``q``
+    worth 1.3 times the tolerance less than the optimum. The breakpoint is solved for
+    directly: ``sum_{g_i > cut} min(1, nu / a_i) = b``, stepping over the points that
+    saturate on the way, and stopping at one whose saturation turns the slope
+    ``sum_{free} (g_i - cut) / a_i - m`` non-positive (``F``'s maximum is there instead;
+    ``F`` is re-evaluated to give that group its share). Sums in NumPy's fixed pairwise
+    order over the sorted context, so every backend moves to the same bits.
+    """
+    if ev.fill != "gain" or not 0 < ev.resid <= SNAP * b or ev.slope <= 0:
+        return nu, ev
+    start = bisect.bisect_left(ctx.sorted_gains(), -ev.cut, key=lambda v: -float(v))  # points with g > cut
+    g, a = ctx.gain_prefix(start)
+    free = a > nu
+    while np.any(free):
+        h = float(np.sum(1.0 / a[free]))
+        kink = (b - (start - int(np.count_nonzero(free)))) / h
+        nxt = float(np.min(a[free]))
+        if kink <= nxt:
+            return (kink, ev) if kink > nu else (nu, ev)
+        free &= a > nxt
+        if float(np.sum((g[free] - ev.cut) / a[free])) - m <= 0:
+            return nxt, _capped_eval(ctx, nxt, b, m)
+    return nu, ev

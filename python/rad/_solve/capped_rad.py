@@ -1,0 +1,207 @@
+"""``F(nu)`` for RAD losses in ``O(log n)`` per evaluation, from the sorted gains alone.
+
+With RAD losses ``l = w g`` every quantity of the capped path is a function of the gain:
+``a = g + w g`` falls with the gain's rank, so in descending-gain order the points with
+``a > nu`` (capped at ``nu / a``) are a prefix ``[0, k)`` and the rest have cap 1. In the
+*gain fill* (``docs/design.md`` §1, "Dualising": the budget runs out on the gain order)
+``F``, its slope and the boundary group then need only prefix sums of ``1/a`` and ``g/a``
+and one range sum of ``g``:
+
+    C(s)  = nu * Inv[0, min(s, k)) + max(0, s - k)             caps of the first s points
+    F(nu) = nu * GA[0, min(J, k)) + G[k, J) + g_J * (b - C(J)) - m nu
+    F'    = GA[0, min(J, k)) - g_J * Inv[0, min(J, k)) - m
+
+where ``J`` is the first point of the boundary tie group (the group holding the point at
+which ``C`` reaches ``b``). All three sums are of non-negative terms, summed sequentially
+inside blocks of :data:`SPAN` points and over the blocks' totals in order, so no sum is a
+difference that could cancel; a sum over a prefix is the block offsets' running total
+plus the sequential sum of the last partial block, computed from the gains on the spot.
+The context is the sorted gains (the input's dtype: 4 bytes per float32 point) and three
+float64 offsets per block (24 bytes per 4,096 points).
+
+The *loss fill* (the caps cannot hold ``b``) is left to the backends' ``O(n)`` kernels:
+its sums of rooms ``1 - nu/a`` would cancel as ``count - nu Inv``.
+:meth:`SortedRadGains.gain_fill_from` says where the gain fill begins, so the search starts
+there when ``F`` still rises at that point and never evaluates the loss fill.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from rad._backends.contract import Kernels
+
+__all__ = ["SPAN", "SortedRadGains"]
+
+#: Points per block of the sequential sums (the offsets' spacing).
+SPAN = 4096
+
+
+class SortedRadGains:
+    """The gains sorted in descending order and the block offsets of ``1/a``, ``g/a`` and ``g``.
+
+    Parameters
+    ----------
+    gains : ndarray
+        The pool's gains (float32 or float64, validated); sorted into a copy of their dtype.
+    w : float
+        The RAD loss weight (``l = w g``).
+    backend, threads
+        The backend whose :meth:`~rad._backends.contract.Kernels.span_sums` sums the spans
+        (every backend gives the same bits).
+    """
+
+    def __init__(self, gains: np.ndarray, w: float, backend: Kernels, threads: int) -> None:
+        g = np.negative(gains)  # -g ascending = g descending; negation is exact
+        g.sort()  # NumPy's vectorised sort: faster here than the C++ radix argsort's passes
+        np.negative(g, out=g)
+        self.g = g
+        self.w = float(w)
+        self.n = int(g.shape[0])
+        totals = backend.span_sums(g, self.w, SPAN, threads)
+        offsets = np.zeros((3, totals.shape[1] + 1))
+        np.cumsum(totals, axis=1, out=offsets[:, 1:])
+        self._totals = totals
+        self._offsets = offsets
+        self.g_max = float(g[0])
+        self.a_max = self.a_at(0)
+
+    # ------------------------------------------------------------------ per-point terms
+
+    def a_at(self, i: int) -> float:
+        """``a`` of the point at rank ``i``, as the kernels compute it (``g + w g``)."""
+        gi = float(self.g[i])
+        return gi + self.w * gi
+
+    def _terms(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``1/a``, ``g/a`` and ``g`` of ranks ``[lo, hi)`` (0 where ``a = 0``)."""
+        g = self.g[lo:hi].astype(np.float64)
+        a = self.w * g
+        a += g
+        pos = a > 0
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            inv = np.where(pos, 1.0 / a, 0.0)
+            ga = np.where(pos, g / a, 0.0)
+        return inv, ga, g
+
+    # ------------------------------------------------------------------ sums
+
+    def prefix(self, row: int, s: int) -> float:
+        """Sum of term ``row`` (0: ``1/a``, 1: ``g/a``, 2: ``g``) over ranks ``[0, s)``."""
+        blk, r = divmod(s, SPAN)
+        base = float(self._offsets[row, blk])
+        if r == 0:
+            return base
+        # base + (the block's sequential sum so far): at r = SPAN this is the next offset,
+        # and it grows with s, so C(s) is monotone across a block's end as well as inside it.
+        return base + float(np.cumsum(self._terms(blk * SPAN, s)[row])[-1])
+
+    def range_sum(self, row: int, s: int, e: int) -> float:
+        """Sum of term ``row`` over ranks ``[s, e)``, added directly in rank order (no difference)."""
+        if e <= s:
+            return 0.0
+        bs, be = s // SPAN, (e - 1) // SPAN
+        if bs == be:
+            return float(np.cumsum(self._terms(s, e)[row])[-1])
+        parts = [self._terms(s, (bs + 1) * SPAN)[row], self._totals[row, bs + 1 : be], self._terms(be * SPAN, e)[row]]
+        return float(np.cumsum(np.concatenate(parts))[-1])
+
+    # ------------------------------------------------------------------ searches
+
+    def capped_count(self, nu: float) -> int:
+        """``k``: how many points have ``a > nu`` (a prefix of the ranks)."""
+        w = self.w
+        return bisect.bisect_left(self.g, -nu, key=lambda v: -(float(v) + w * float(v)))
+
+    def group_start(self, i: int) -> int:
+        """First rank of the tie group holding rank ``i``."""
+        return bisect.bisect_left(self.g, -float(self.g[i]), key=lambda v: -float(v))
+
+    def group_end(self, i: int) -> int:
+        """End (exclusive) of the tie group holding rank ``i``."""
+        return bisect.bisect_right(self.g, -float(self.g[i]), key=lambda v: -float(v))
+
+    def caps(self, nu: float, k: int, s: int) -> float:
+        """``C(s)``: the caps of ranks ``[0, s)`` at ``nu`` (``k`` from :meth:`capped_count`)."""
+        if s <= k:
+            return nu * self.prefix(0, s)
+        return nu * self.prefix(0, k) + (s - k)
+
+    def first_reaching(self, nu: float, k: int, b: float) -> int:
+        """Smallest ``s >= 1`` with ``C(s) >= b`` (``C(n) >= b`` assumed)."""
+        base = nu * self.prefix(0, k)
+        if base >= b:  # inside the capped prefix: the block by its offsets, then the point
+            j = bisect.bisect_left(self._offsets[0], b, key=lambda o: nu * float(o))  # C(j SPAN) >= b
+            lo, hi = (j - 1) * SPAN, min(j * SPAN, k)
+            cs = float(self._offsets[0, j - 1]) + np.cumsum(self._terms(lo, hi)[0])
+            return lo + 1 + int(np.argmax(nu * cs >= b))
+        t = max(1, int(np.ceil(b - base)))  # then t points at cap 1
+        while t > 1 and base + (t - 1) >= b:
+            t -= 1
+        while base + t < b:
+            t += 1
+        return k + t
+
+    def gain_fill_from(self, b: float) -> float | None:
+        """The least ``nu`` (to the bit) where the caps hold ``b``, or None if ``nu = 0`` does.
+
+        ``C(n)`` grows with ``nu``; below this point the budget spills onto the loss order.
+        Bisection of the doubles' bit patterns in ``[0, max a]`` (``C(n) = n >= b`` there).
+        """
+        n = self.n
+        if self.caps(0.0, self.capped_count(0.0), n) >= b:
+            return None
+        lo, hi = 0, int(np.float64(self.a_max).view(np.int64))
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            nu = float(np.int64(mid).view(np.float64))
+            if self.caps(nu, self.capped_count(nu), n) >= b:
+                hi = mid
+            else:
+                lo = mid
+        return float(np.int64(hi).view(np.float64))
+
+    # ------------------------------------------------------------------ F
+
+    def gain_fill(self, nu: float, b: float, m: float) -> tuple[float, float, bool, float, float, float] | None:
+        """``F(nu)`` as the kernels return it, or None when the budget reaches the loss order.
+
+        ``(value, slope, False, cut, resid, group total)``: see the module's formulas.
+        """
+        n = self.n
+        k = self.capped_count(nu)
+        if self.caps(nu, k, n) < b:
+            return None
+        s = self.first_reaching(nu, k, b)
+        start, end = self.group_start(s - 1), self.group_end(s - 1)
+        cut = float(self.g[start])
+        resid = b - self.caps(nu, k, start)
+        j = min(start, k)
+        ga, inv = self.prefix(1, j), self.prefix(0, j)
+        value = (nu * ga + self.range_sum(2, k, start)) + cut * resid - m * nu
+        slope = (ga - cut * inv) - m
+        a_cut = cut + self.w * cut
+        group_total = (end - start) * (1.0 if a_cut <= nu else nu / a_cut)
+        return value, slope, False, cut, resid, group_total
+
+    # ------------------------------------------------------------------ the support
+
+    def support(self, nu: float, cut: float, frac: float) -> tuple[int, float] | None:
+        """``(number of q_i > 0, least gain with q_i > 0)`` of a gain fill, by two searches.
+
+        ``q_i`` is ``cap_i`` above the cut and ``frac * cap_i`` on it; None (ask the
+        backend's streaming kernel) where a cap could underflow to 0 (``nu / max a == 0``).
+        """
+        if not nu > 0 or not nu / self.a_max > 0:
+            return None
+        start = bisect.bisect_left(self.g, -cut, key=lambda v: -float(v))  # ranks with g > cut
+        count = start
+        if start < self.n and float(self.g[start]) == cut:
+            a_cut = cut + self.w * cut
+            if frac * (1.0 if a_cut <= nu else nu / a_cut) > 0:
+                count = self.group_end(start)
+        if count == 0:
+            return 0, float("inf")
+        return count, float(self.g[count - 1])

@@ -1,0 +1,177 @@
+"""The RAD capped path's ``O(log n)`` gain fill (:mod:`rad._solve.capped_rad`).
+
+Each evaluation is checked against ``F(nu)`` computed exactly in rationals from its
+definition (``docs/design.md`` §1, "Dualising"), with the tolerance of a sequential sum of
+``n`` non-negative terms (``(n + 4) eps`` of their total), and against the backends'
+``O(n)`` kernel on the sorted arrays. The span sums must be the same bits on every backend.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import rad
+from conftest import BACKENDS
+from rad._backends import get_backend
+from rad._backends import numpy_backend as reference
+from rad._solve import capped as capped_mod
+from rad._solve.capped import CappedContext
+from rad._solve.capped_rad import SPAN
+
+EPS = np.finfo(float).eps
+
+
+def _pools(rng: np.random.Generator):
+    """Uniform, heavy ties, 60 orders of magnitude, float32, zeros and -0.0, w = 0."""
+    yield rng.uniform(0, 1, 300), 0.7
+    yield rng.integers(0, 4, 250).astype(np.float64) * 0.25, 0.9
+    yield np.exp(rng.uniform(-70, 70, 200)), 0.3
+    yield rng.uniform(0, 1, 280).astype(np.float32), 0.999
+    g = rng.uniform(0, 1, 260)
+    g[::5] = 0.0
+    g[1::7] = -0.0
+    yield g, 0.5
+    yield rng.uniform(0, 1, 120), 0.0
+
+
+def _exact_gain_fill(g_sorted: np.ndarray, w: float, nu: float, b: int, m: float):
+    """F(nu), F'(nu+), cut, resid from the definition, in rationals (None: the loss fill)."""
+    g = [float(x) for x in g_sorted]
+    a = [Fraction(x + w * x) for x in g]  # a as the kernels round it, then exact
+    nuf = Fraction(nu)
+    cap = [Fraction(1) if ai <= nuf else nuf / ai for ai in a]
+    if sum(cap) < b:
+        return None
+    run, start = Fraction(0), 0
+    n = len(g)
+    while start < n:  # tie groups in descending gain; J is the first whose caps reach b
+        end = start
+        while end < n and g[end] == g[start]:
+            end += 1
+        group = sum(cap[start:end])
+        if run + group >= b:
+            break
+        run += group
+        start = end
+    cut = Fraction(g[start])
+    resid = b - run
+    value = sum(Fraction(g[i]) * cap[i] for i in range(start)) + cut * resid - Fraction(m) * nuf
+    free = [i for i in range(start) if a[i] > nuf]
+    ga = sum((Fraction(g[i]) / a[i] for i in free), Fraction(0))
+    inv = sum((1 / a[i] for i in free), Fraction(0))
+    slope = ga - cut * inv - Fraction(m)
+    return value, slope, float(cut), resid, value + Fraction(m) * nuf, ga + cut * inv + Fraction(m)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gain_fill_against_the_exact_definition_and_the_kernel(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for gains, w in _pools(rng):
+        n = gains.shape[0]
+        ctx = CappedContext.build(gains, None, w, reference, 1)
+        assert ctx.rad is not None
+        a_sorted = ctx.arrays().a_g
+        nus = [0.0, ctx.a_max, *rng.uniform(0, ctx.a_max, 6).tolist(), *rng.choice(a_sorted, 4).tolist()]
+        for b in (1, max(1, n // 7), n // 2, n):
+            m = float(rng.uniform(0, 0.05 * n))
+            for nu in nus:
+                got = ctx.rad.gain_fill(nu, b, m)
+                want = _exact_gain_fill(ctx.rad.g, w, nu, b, m)
+                kern = reference.capped_eval(ctx.arrays(), nu, b, m)
+                if want is None:
+                    assert got is None and kern[2], (nu, b)
+                    continue
+                assert got is not None and not kern[2], (nu, b)
+                value, slope, cut, resid, filled, slope_terms = want
+                tol = (n + 4) * EPS
+                assert got[3] == cut == kern[3], (nu, b, got, cut)
+                assert abs(Fraction(got[0]) - value) <= tol * filled + Fraction(1, 10**300), (nu, b, got[0], float(value))
+                assert abs(Fraction(got[1]) - slope) <= tol * slope_terms + Fraction(1, 10**300), (nu, b, got[1], float(slope))
+                assert abs(Fraction(got[4]) - resid) <= tol * b, (nu, b, got[4], float(resid))
+                assert abs(got[0] - kern[0]) <= 2 * tol * float(filled) + 1e-300
+
+
+def test_span_sums_same_bits_on_every_backend() -> None:
+    rng = np.random.default_rng(5)
+    for n in (1, SPAN - 1, SPAN, 3 * SPAN + 17, 70_001):
+        for dtype in (np.float32, np.float64):
+            g = np.sort(rng.uniform(0, 1, n).astype(dtype))[::-1].copy()
+            g[-(n // 3) :] = 0.0
+            if n > 2:
+                g[-1] = -0.0
+            want = reference.span_sums(g, 0.6, SPAN)
+            # each span's total against an exact sum: a sequential sum of SPAN terms
+            x = g.astype(np.float64)
+            a = 0.6 * x + x
+            inv = np.where(a > 0, 1 / np.where(a > 0, a, 1), 0.0)
+            for s in range(want.shape[1]):
+                part = slice(s * SPAN, (s + 1) * SPAN)
+                exact = math.fsum(inv[part].tolist())
+                assert abs(want[0, s] - exact) <= (SPAN + 1) * EPS * exact
+                assert want[2, s] == math.fsum(x[part].tolist()) or abs(want[2, s] - math.fsum(x[part].tolist())) <= SPAN * EPS * want[2, s]
+            for name in BACKENDS:
+                got = get_backend(name).span_sums(g, 0.6, SPAN, 2)
+                assert got.shape == want.shape
+                np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64), err_msg=f"{name} n={n} {dtype}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_gain_fill_optimum_never_needs_the_sorted_arrays(backend: str, monkeypatch) -> None:
+    """Caps bind and the optimum lies in the gain fill: the search starts where the gain fill
+    begins, so the 32-byte-per-point arrays of the O(n) kernels are never built."""
+    built = []
+    original = CappedContext.arrays
+
+    def counting(self):
+        built.append(1)
+        return original(self)
+
+    monkeypatch.setattr(CappedContext, "arrays", counting)
+    g = np.random.default_rng(2).uniform(0, 1, 200_000).astype(np.float32)
+    sol = rad.solve(g, 200.0, 20_000, backend=backend)
+    assert sol.capped and sol.params.fill == "gain"
+    assert not built
+
+
+def test_a_loss_fill_optimum_uses_the_kernel_and_stays_exact(monkeypatch) -> None:
+    """F already falls where the gain fill begins: the search continues on [0, there] with
+    the O(n) kernel (w = 0 here: every loss is 0, one loss tie group over two gain groups)."""
+    calls = []
+    original = capped_mod.CappedContext.arrays
+
+    def counting(self):
+        calls.append(1)
+        return original(self)
+
+    monkeypatch.setattr(capped_mod.CappedContext, "arrays", counting)
+    sol = rad.solve(np.array([1.0, 1.0, 1.0, 0.5]), 4.0, 3)
+    assert calls and sol.params.fill == "loss"
+    q = sol.probabilities()
+    assert abs(q.sum() - 3) <= 1e-15 and sol.value == 0.0
+
+
+def test_support_of_a_gain_fill_matches_the_streaming_kernel() -> None:
+    """Count and least gain of the support by two searches on the sorted gains, against the
+    backends' streaming ``support_stats`` over the unsorted pool (ties on the cut, a zero
+    fraction, zeros, float32)."""
+    from rad._backends.params import Params
+
+    rng = np.random.default_rng(11)
+    checked = 0
+    for gains, w in _pools(rng):
+        ctx = CappedContext.build(gains, None, w, reference, 1)
+        assert ctx.rad is not None
+        for cut in (*rng.choice(ctx.rad.g, 5).tolist(), float(ctx.rad.g[0]), 0.0):
+            for frac in (0.0, 0.5, 1.0):
+                for nu in (float(rng.uniform(0, ctx.a_max)), ctx.a_max, 1e-300):
+                    got = ctx.rad.support(nu, cut, frac)
+                    if got is None:
+                        continue
+                    params = Params("gain", nu, gain_cut=cut, gain_frac=frac)
+                    assert got == reference.support_stats(gains, None, w, params), (cut, frac, nu)
+                    checked += 1
+    assert checked > 200
