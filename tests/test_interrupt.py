@@ -14,7 +14,8 @@ import pytest
 
 from conftest import BACKENDS
 
-pytestmark = pytest.mark.skipif("cpp" not in BACKENDS or os.name != "posix", reason="C++ backend, POSIX signals")
+needs_cpp = pytest.mark.skipif("cpp" not in BACKENDS, reason="C++ backend")
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 
 CHILD = r"""
 import sys, time, numpy as np, rad
@@ -33,6 +34,7 @@ except KeyboardInterrupt:
 """
 
 
+@needs_cpp
 @pytest.mark.parametrize("method", ["sorted", "capped"])
 def test_ctrl_c_ends_a_long_call(method: str) -> None:
     with subprocess.Popen([sys.executable, "-c", CHILD, method], stdout=subprocess.PIPE, text=True) as proc:
@@ -48,3 +50,38 @@ def test_ctrl_c_ends_a_long_call(method: str) -> None:
         pytest.skip("the call finished before the signal arrived (fast machine)")
     assert out == "interrupted"
     assert reaction < 5.0, reaction
+
+
+SORT_CHILD = r"""
+import sys, time, numpy as np
+from rad._solve.capped_rad import sort_interruptibly
+x = np.random.default_rng(0).random(1 << 26, dtype=np.float32)
+y = x.copy()
+t0 = time.perf_counter()
+y.sort()
+full = time.perf_counter() - t0
+print("ready", flush=True)
+t0 = time.perf_counter()
+try:
+    sort_interruptibly(x)
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.perf_counter() - t0, full, flush=True)
+"""
+
+
+def test_ctrl_c_ends_the_capped_path_sort() -> None:
+    """NumPy's sort cannot be stopped (seconds at 1e9 points): the capped path runs it on a
+    worker thread, and Ctrl-C ends the call long before the sort could have finished."""
+    with subprocess.Popen([sys.executable, "-c", SORT_CHILD], stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out = proc.stdout.readline().split()
+        proc.wait(timeout=60)
+    if out == ["finished"]:
+        pytest.skip("the sort finished before the signal arrived (fast machine)")
+    assert out[0] == "interrupted", out
+    reaction, full = float(out[1]), float(out[2])
+    assert reaction < 0.5 * full, (reaction, full)

@@ -28,15 +28,32 @@ there when ``F`` still rises at that point and never evaluates the loss fill.
 from __future__ import annotations
 
 import bisect
+import threading
 
 import numpy as np
 
 from rad._backends.contract import Kernels
 
-__all__ = ["SPAN", "SortedRadGains"]
+__all__ = ["SPAN", "SortedRadGains", "sort_interruptibly"]
 
 #: Points per block of the sequential sums (the offsets' spacing).
 SPAN = 4096
+
+
+def sort_interruptibly(x: np.ndarray) -> None:
+    """``x.sort()`` in place, on a worker thread while the calling thread takes signals.
+
+    NumPy's sort releases the GIL and cannot be stopped: at 1e9 points it runs for seconds.
+    Ctrl-C ends the call within 50 ms (KeyboardInterrupt); the worker finishes in the
+    background and its result is dropped.
+    """
+    if x.shape[0] < 1 << 22:
+        x.sort()
+        return
+    worker = threading.Thread(target=x.sort, name="rad-sort", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
 
 
 class SortedRadGains:
@@ -55,7 +72,7 @@ class SortedRadGains:
 
     def __init__(self, gains: np.ndarray, w: float, backend: Kernels, threads: int) -> None:
         g = np.negative(gains)  # -g ascending = g descending; negation is exact
-        g.sort()  # NumPy's vectorised sort: faster here than the C++ radix argsort's passes
+        sort_interruptibly(g)  # NumPy's vectorised sort: faster here than a C++ radix sort
         np.negative(g, out=g)
         self.g = g
         self.w = float(w)
