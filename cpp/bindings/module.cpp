@@ -334,10 +334,6 @@ void bind_for(py::module_& m) {
         ph = interruptible(n, [&] {
             return rad::depround_blocks(
                 n, offset, first_stream, key, threads,
-                [&](std::int64_t i) {
-                    const double gi = gp[i];
-                    return rad::probability(gi, L.at(i, gi), P);
-                },
                 [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); });
         });
         py::array_t<std::int64_t> idx(ph.left.size());
@@ -389,10 +385,6 @@ void bind_for(py::module_& m) {
         out = interruptible(n, [&] {
             return rad::depround(
                 n, b, key, threads,
-                [&](std::int64_t i) {
-                    const double gi = gp[i];
-                    return rad::probability(gi, L.at(i, gi), P);
-                },
                 [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); });
         });
         return to_array(std::move(out));
@@ -412,7 +404,8 @@ PYBIND11_MODULE(_core, m) {
         const std::int64_t n = q.size();
         check_budget(b, n);
         std::vector<std::int64_t> out;
-        out = interruptible(n, [&] { return rad::depround(n, b, key, threads, [&](std::int64_t i) { return qp[i]; }); });
+        auto q_at = [&](std::int64_t i) { return qp[i]; };
+        out = interruptible(n, [&] { return rad::depround(n, b, key, threads, rad::fill_from(q_at)); });
         return to_array(std::move(out));
     }, py::arg("q").noconvert(), py::arg("b"), py::arg("key"), py::arg("threads"));
     m.def("merge_leftovers", [](Arr<std::int64_t> ids, Arr<double> masses, std::uint64_t key) {

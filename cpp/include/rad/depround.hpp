@@ -59,21 +59,24 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 // binary search over the chunk ends O_{c+1} and a recomputation of the one chunk that
 // holds it. The same M, the same decisions, the same draws as canonical.round_sequence
 // (tests compare every backend with the NumPy definition), with 8 bytes of scratch per
-// kChunk items and q read once per block.
+// item (its units, so a chunk looked up again costs no division) plus 8 per kChunk items,
+// and q computed once per item.
 //
-// fill(i0, count, out) writes q of local items [i0, i0 + count) (vectorisable);
-// at(i) returns q of local item i (for the few chunks looked up again).
-template <class Fill, class At>
+// fill(i0, count, out) writes q of local items [i0, i0 + count) (vectorisable); it is
+// called once per item: a chunk looked up again reads the units kept from the pass.
+template <class Fill>
 Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, std::vector<std::int64_t>& taken,
-                       Fill&& fill, At&& at, bool ascending = false) {
+                       Fill&& fill, bool ascending = false) {
     if (len == 0) return {};
     const auto first_taken = static_cast<std::ptrdiff_t>(taken.size());
     constexpr std::int64_t kChunk = 8;  // items per stored offset (any width gives the same M)
     constexpr std::int64_t kSub = 256;  // items per fill call (a multiple of kChunk)
     const std::int64_t nch = (len + kChunk - 1) / kChunk;
-    thread_local std::vector<std::int64_t> off_buf;
+    thread_local std::vector<std::int64_t> off_buf, unit_buf;
     off_buf.resize(static_cast<size_t>(nch) + 1);
+    unit_buf.resize(static_cast<size_t>(len));
     std::int64_t* O = off_buf.data();
+    std::int64_t* units_of = unit_buf.data();  // each item's units (0 for certain ones), for the chunk reloads
     O[0] = 0;
     double sub[kSub];
     std::int64_t su[kSub];
@@ -93,6 +96,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
                     taken.push_back(base_index + s0 + i);
                     su[i] = 0;
                 }
+        std::copy(su, su + cnt, units_of + s0);
         for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
             const std::int64_t c1 = std::min(cnt, c0 + kChunk);
             std::int64_t local = 0;
@@ -111,8 +115,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         clen = std::min(kChunk, len - lo);
         std::int64_t run = O[c];
         for (std::int64_t j = 0; j < clen; ++j) {
-            const std::int64_t u = units(at(lo + j));
-            cm[j] = u == kOne ? 0 : u;
+            cm[j] = units_of[lo + j];
             run += cm[j];
             cc[j] = run;
         }
@@ -212,10 +215,8 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
 // round_chunked over an array q[0..len).
 inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t base_index, Stream& rs,
                                std::vector<std::int64_t>& taken) {
-    return round_chunked(
-        len, base_index, rs, taken,
-        [q](std::int64_t i0, std::int64_t cnt, double* dst) { std::copy(q + i0, q + i0 + cnt, dst); },
-        [q](std::int64_t i) { return q[i]; });
+    return round_chunked(len, base_index, rs, taken,
+                         [q](std::int64_t i0, std::int64_t cnt, double* dst) { std::copy(q + i0, q + i0 + cnt, dst); });
 }
 
 // canonical.merge_leftovers: the leftovers (index, mass) in block order rounded into
@@ -259,9 +260,11 @@ struct BlockPhase {
     std::vector<Leftover> left;
 };
 
-template <class QFn, class FillFn>
+//
+// fill(i0, count, out) writes q of items [i0, i0 + count) (fill_from(q) adapts a q(i)).
+template <class FillFn>
 BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
-                           int threads, QFn&& q, FillFn&& fill) {
+                           int threads, FillFn&& fill) {
     const std::int64_t nb = num_blocks(n);
     std::vector<std::vector<std::int64_t>> taken(static_cast<size_t>(nb));
     BlockPhase out;
@@ -271,8 +274,7 @@ BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t fi
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
         out.left[blk] = round_chunked(
             hi - lo, offset + lo, rs, taken[blk],
-            [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); },
-            [&](std::int64_t i) { return q(lo + i); }, true);
+            [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); }, true);
     });
     std::size_t total = 0;
     for (auto& t : taken) total += t.size();
@@ -292,18 +294,12 @@ auto fill_from(QFn& q) {
     };
 }
 
-template <class QFn>
-BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
-                           int threads, QFn&& q) {
-    return depround_blocks(n, offset, first_stream, key, threads, q, fill_from(q));
-}
-
-// Exactly b distinct indices (sorted) with inclusion probabilities q(i): blocks of kBlock
-// items rounded independently on stream `block`, leftovers merged in block order.
-template <class QFn, class FillFn>
-std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, QFn&& q,
-                                   FillFn&& fill) {
-    BlockPhase phase = depround_blocks(n, 0, 0, key, threads, q, fill);
+// Exactly b distinct indices (sorted) with the inclusion probabilities `fill` writes:
+// blocks of kBlock items rounded independently on stream `block`, leftovers merged in
+// block order.
+template <class FillFn>
+std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, FillFn&& fill) {
+    BlockPhase phase = depround_blocks(n, 0, 0, key, threads, fill);
     std::vector<std::int64_t> ids;
     std::vector<double> masses;
     for (const Leftover& l : phase.left)
@@ -322,11 +318,6 @@ std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t
         throw std::runtime_error("internal error: DepRound produced " + std::to_string(out.size()) +
                                  " indices for a budget of " + std::to_string(b));
     return out;
-}
-
-template <class QFn>
-std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, QFn&& q) {
-    return depround(n, b, key, threads, q, fill_from(q));
 }
 
 }  // namespace rad
