@@ -158,7 +158,8 @@ def _solve_game(game: Game) -> Solution:
         found = (float(gains[perm[kstar - 1]]), int(kstar), float(g_total))
     tau, kstar, g_total = found
     if g_total >= m:
-        if tau > 0:
+        # b > k* means b max p* >= b / k* > 1: the caps bind, so skip the support pass.
+        if tau > 0 and b <= kstar:
             h, g, count, min_a = backend.support_sums(gains, losses, w_k, tau, threads)
             if not (math.isfinite(h) and math.isfinite(g)):
                 raise _Overflow
