@@ -9,6 +9,7 @@ definition (``docs/design.md`` §1, "Dualising"), with the tolerance of a sequen
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -67,32 +68,62 @@ def _exact_gain_fill(g_sorted: np.ndarray, w: float, nu: float, b: int, m: float
     return value, slope, float(cut), resid, value + Fraction(m) * nuf, ga + cut * inv + Fraction(m)
 
 
+def _multi_span_pools(rng: np.random.Generator, span: int):
+    """Pools over many spans: the offsets, searches across span ends, and tie groups (of
+    about a third of the pool) that straddle them."""
+    n = 15 * span + 17
+    yield rng.uniform(0, 1, n), 0.7
+    yield rng.integers(0, 3, n).astype(np.float64) * 0.5, 0.9
+    g = rng.uniform(0, 1, n).astype(np.float32)
+    g[: n // 2] = 0.0
+    yield g, 0.4
+
+
+def _check_gain_fill(
+    gains: np.ndarray, w: float, rng: np.random.Generator, extra_nus: int, budgets: Callable[[int], tuple[int, ...]]
+) -> None:
+    """Each evaluation against the exact definition (rationals) and the O(n) kernel."""
+    n = gains.shape[0]
+    ctx = CappedContext.build(gains, None, w, reference, 1)
+    assert ctx.rad is not None
+    a_sorted = ctx.arrays().a_g
+    nus = [0.0, ctx.a_max, *rng.uniform(0, ctx.a_max, extra_nus).tolist(), *rng.choice(a_sorted, 4).tolist()]
+    tol = (n + 4) * EPS
+    for b in budgets(n):
+        m = float(rng.uniform(0, 0.05 * n))
+        for nu in nus:
+            got = ctx.rad.gain_fill(nu, b, m)
+            want = _exact_gain_fill(ctx.rad.g, w, nu, b, m)
+            kern = reference.capped_eval(ctx.arrays(), nu, b, m)
+            if want is None:
+                assert got is None and kern[2], (nu, b)
+                continue
+            assert got is not None and not kern[2], (nu, b)
+            value, slope, cut, resid, filled, slope_terms = want
+            assert got[3] == cut == kern[3], (nu, b, got, cut)
+            assert abs(Fraction(got[0]) - value) <= tol * filled + Fraction(1, 10**300), (nu, b, got[0], float(value))
+            assert abs(Fraction(got[1]) - slope) <= tol * slope_terms + Fraction(1, 10**300), (nu, b, got[1], float(slope))
+            assert abs(Fraction(got[4]) - resid) <= tol * b, (nu, b, got[4], float(resid))
+            assert abs(got[0] - kern[0]) <= 2 * tol * float(filled) + 1e-300
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_gain_fill_against_the_exact_definition_and_the_kernel(seed: int) -> None:
     rng = np.random.default_rng(seed)
     for gains, w in _pools(rng):
-        n = gains.shape[0]
-        ctx = CappedContext.build(gains, None, w, reference, 1)
-        assert ctx.rad is not None
-        a_sorted = ctx.arrays().a_g
-        nus = [0.0, ctx.a_max, *rng.uniform(0, ctx.a_max, 6).tolist(), *rng.choice(a_sorted, 4).tolist()]
-        for b in (1, max(1, n // 7), n // 2, n):
-            m = float(rng.uniform(0, 0.05 * n))
-            for nu in nus:
-                got = ctx.rad.gain_fill(nu, b, m)
-                want = _exact_gain_fill(ctx.rad.g, w, nu, b, m)
-                kern = reference.capped_eval(ctx.arrays(), nu, b, m)
-                if want is None:
-                    assert got is None and kern[2], (nu, b)
-                    continue
-                assert got is not None and not kern[2], (nu, b)
-                value, slope, cut, resid, filled, slope_terms = want
-                tol = (n + 4) * EPS
-                assert got[3] == cut == kern[3], (nu, b, got, cut)
-                assert abs(Fraction(got[0]) - value) <= tol * filled + Fraction(1, 10**300), (nu, b, got[0], float(value))
-                assert abs(Fraction(got[1]) - slope) <= tol * slope_terms + Fraction(1, 10**300), (nu, b, got[1], float(slope))
-                assert abs(Fraction(got[4]) - resid) <= tol * b, (nu, b, got[4], float(resid))
-                assert abs(got[0] - kern[0]) <= 2 * tol * float(filled) + 1e-300
+        _check_gain_fill(gains, w, rng, 6, lambda n: (1, max(1, n // 7), n // 2, n))
+
+
+def test_gain_fill_over_many_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same checks where sums cross span ends, with 64-point spans so that the exact
+    reference stays cheap (the code reads the span length at each call; the pools above
+    fit in one span of the real 4,096)."""
+    from rad._solve import capped_rad
+
+    monkeypatch.setattr(capped_rad, "SPAN", 64)
+    rng = np.random.default_rng(21)
+    for gains, w in _multi_span_pools(rng, 64):
+        _check_gain_fill(gains, w, rng, 6, lambda n: (n // 5, n // 2))
 
 
 def test_span_sums_same_bits_on_every_backend() -> None:
