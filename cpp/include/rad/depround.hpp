@@ -54,10 +54,10 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 }
 
 // Round local items [0, len) (global index = base_index + local index); append taken global
-// indices (in ascending order if `ascending`, else as found). No block-length array: one streaming pass keeps only the chunk offsets O_c
-// (exact int64 sums of kChunk items' units); a crossing, a pick or a mass is then found by
-// binary search over the chunk ends O_{c+1} and a recomputation of the one chunk that
-// holds it. The same M, the same decisions, the same draws as canonical.round_sequence
+// indices (in ascending order if `ascending`, else as found). One streaming pass keeps each
+// item's units and the chunk offsets O_c (exact int64 sums of kChunk items' units); a
+// crossing, a pick or a mass is then found by binary search over the chunk ends O_{c+1}
+// and a re-summation of the one chunk that holds it from the kept units. The same M, the same decisions, the same draws as canonical.round_sequence
 // (tests compare every backend with the NumPy definition), with 8 bytes of scratch per
 // item (its units, so a chunk looked up again costs no division) plus 8 per kChunk items,
 // and q computed once per item.
@@ -260,7 +260,6 @@ struct BlockPhase {
     std::vector<Leftover> left;
 };
 
-//
 // fill(i0, count, out) writes q of items [i0, i0 + count) (fill_from(q) adapts a q(i)).
 template <class FillFn>
 BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,

@@ -158,8 +158,21 @@ def _range_sum(x: np.ndarray, s: int, e: int) -> float:
     return float(np.cumsum(parts)[-1])
 
 
+def rad_terms(g: np.ndarray, w: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``1/a``, ``g/a`` and ``g`` (float64) of RAD-loss points: the terms of :func:`span_sums`.
+
+    ``a = g + w g`` as the kernels add it; both quotients are 0 where ``a = 0``.
+    """
+    x = g.astype(np.float64)
+    a = w * x
+    a += x
+    pos = a > 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.where(pos, 1.0 / a, 0.0), np.where(pos, x / a, 0.0), x
+
+
 def span_sums(g: np.ndarray, w: float, span: int, threads: int = 1) -> np.ndarray:
-    """Per-span totals of ``1/a``, ``g/a`` and ``g`` (``a = g + w g``; 0 where ``a = 0``).
+    """Per-span totals of :func:`rad_terms`: ``1/a``, ``g/a`` and ``g``.
 
     Shape ``(3, ceil(n / span))``; each total is the sequential sum of its span's terms in
     order (the RAD capped path's block offsets, :mod:`rad._solve.capped_rad`).
@@ -170,12 +183,7 @@ def span_sums(g: np.ndarray, w: float, span: int, threads: int = 1) -> np.ndarra
     step = max(1, (1 << 20) // span)  # bounded temporaries: about 2^20 points at a time
     for s0 in range(0, spans, step):
         lo, hi = s0 * span, min(n, (s0 + step) * span)
-        x = g[lo:hi].astype(np.float64)
-        a = w * x
-        a += x
-        pos = a > 0
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            terms = (np.where(pos, 1.0 / a, 0.0), np.where(pos, x / a, 0.0), x)
+        terms = rad_terms(g[lo:hi], w)
         rows = -(-(hi - lo) // span)
         for row, t in enumerate(terms):
             pad = np.zeros(rows * span)

@@ -11,14 +11,13 @@ sorted gains (:mod:`rad._solve.capped_rad`); otherwise it is one ``O(n)`` backen
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from rad._backends.contract import Kernels
-from rad._solve.capped_rad import SortedRadGains
+from rad._solve.capped_rad import SortedRadGains, count_above
 
 __all__ = ["SNAP", "CappedContext", "Evaluation", "SortedArrays", "maximise_dual"]
 
@@ -103,9 +102,7 @@ class CappedContext:
         """
         if self._arrays is None:
             assert self.rad is not None
-            g_g = self.rad.g.astype(np.float64)  # exact: the gains' own values, -0.0 included
-            a_g = self.rad.w * g_g
-            a_g += g_g  # g + w g, as the kernels add it
+            g_g, a_g = self.rad.g_and_a(self.n)  # the gains' own values, -0.0 included
             l_l = self.rad.w * g_g[::-1]
             self._arrays = SortedArrays(g_g=g_g, a_g=a_g, ends_g=_group_ends(g_g), l_l=l_l,
                                         a_l=a_g[::-1].copy(), ends_l=_group_ends(l_l))
@@ -116,10 +113,7 @@ class CappedContext:
         if self.rad is None:
             arr = self.arrays()
             return arr.g_g[:count], arr.a_g[:count]
-        g = self.rad.g[:count].astype(np.float64)
-        a = self.rad.w * g
-        a += g
-        return g, a
+        return self.rad.g_and_a(count)
 
     def sorted_gains(self) -> np.ndarray:
         """The gains in descending order."""
@@ -270,7 +264,7 @@ def _onto_breakpoint(ctx: CappedContext, nu: float, ev: Evaluation, b: int, m: f
     """
     if ev.fill != "gain" or not 0 < ev.resid <= SNAP * b or ev.slope <= 0:
         return nu, ev
-    start = bisect.bisect_left(ctx.sorted_gains(), -ev.cut, key=lambda v: -float(v))  # points with g > cut
+    start = count_above(ctx.sorted_gains(), ev.cut)  # points with g > cut
     g, a = ctx.gain_prefix(start)
     free = a > nu
     while np.any(free):

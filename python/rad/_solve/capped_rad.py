@@ -33,8 +33,9 @@ import threading
 import numpy as np
 
 from rad._backends.contract import Kernels
+from rad._backends.numpy_backend import rad_terms
 
-__all__ = ["SPAN", "SortedRadGains", "sort_interruptibly"]
+__all__ = ["SPAN", "SortedRadGains", "count_above", "sort_interruptibly"]
 
 #: Points per block of the sequential sums (the offsets' spacing).
 SPAN = 4096
@@ -54,6 +55,11 @@ def sort_interruptibly(x: np.ndarray) -> None:
     worker.start()
     while worker.is_alive():
         worker.join(0.05)
+
+
+def count_above(sorted_desc: np.ndarray, value: float) -> int:
+    """How many of the descending ``sorted_desc`` are greater than ``value``."""
+    return bisect.bisect_left(sorted_desc, -value, key=lambda v: -float(v))
 
 
 class SortedRadGains:
@@ -92,16 +98,21 @@ class SortedRadGains:
         gi = float(self.g[i])
         return gi + self.w * gi
 
-    def _terms(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``1/a``, ``g/a`` and ``g`` of ranks ``[lo, hi)`` (0 where ``a = 0``)."""
-        g = self.g[lo:hi].astype(np.float64)
+    def cap_of(self, gain: float, nu: float) -> float:
+        """``min(1, nu / a)`` of a point with this gain, as the probability rule forms it."""
+        a = gain + self.w * gain
+        return 1.0 if a <= nu else nu / a
+
+    def g_and_a(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``g`` and ``a`` (float64) of the ``count`` highest-gain points."""
+        g = self.g[:count].astype(np.float64)
         a = self.w * g
         a += g
-        pos = a > 0
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            inv = np.where(pos, 1.0 / a, 0.0)
-            ga = np.where(pos, g / a, 0.0)
-        return inv, ga, g
+        return g, a
+
+    def _terms(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`~rad._backends.numpy_backend.rad_terms` of ranks ``[lo, hi)``."""
+        return rad_terms(self.g[lo:hi], self.w)
 
     # ------------------------------------------------------------------ sums
 
@@ -134,7 +145,7 @@ class SortedRadGains:
 
     def group_start(self, i: int) -> int:
         """First rank of the tie group holding rank ``i``."""
-        return bisect.bisect_left(self.g, -float(self.g[i]), key=lambda v: -float(v))
+        return count_above(self.g, float(self.g[i]))
 
     def group_end(self, i: int) -> int:
         """End (exclusive) of the tie group holding rank ``i``."""
@@ -146,9 +157,8 @@ class SortedRadGains:
             return nu * self.prefix(0, s)
         return nu * self.prefix(0, k) + (s - k)
 
-    def first_reaching(self, nu: float, k: int, b: float) -> int:
-        """Smallest ``s >= 1`` with ``C(s) >= b`` (``C(n) >= b`` assumed)."""
-        base = nu * self.prefix(0, k)
+    def first_reaching(self, nu: float, k: int, base: float, b: float) -> int:
+        """Smallest ``s >= 1`` with ``C(s) >= b`` (``C(n) >= b`` assumed; ``base = C(k)``)."""
         if base >= b:  # inside the capped prefix: the block by its offsets, then the point
             j = bisect.bisect_left(self._offsets[0], b, key=lambda o: nu * float(o))  # C(j SPAN) >= b
             lo, hi = (j - 1) * SPAN, min(j * SPAN, k)
@@ -187,11 +197,11 @@ class SortedRadGains:
 
         ``(value, slope, False, cut, resid, group total)``: see the module's formulas.
         """
-        n = self.n
         k = self.capped_count(nu)
-        if self.caps(nu, k, n) < b:
+        base = nu * self.prefix(0, k)  # C(k); C(n) = C(k) + (n - k)
+        if base + (self.n - k) < b:
             return None
-        s = self.first_reaching(nu, k, b)
+        s = self.first_reaching(nu, k, base, b)
         start, end = self.group_start(s - 1), self.group_end(s - 1)
         cut = float(self.g[start])
         resid = b - self.caps(nu, k, start)
@@ -199,8 +209,7 @@ class SortedRadGains:
         ga, inv = self.prefix(1, j), self.prefix(0, j)
         value = (nu * ga + self.range_sum(2, k, start)) + cut * resid - m * nu
         slope = (ga - cut * inv) - m
-        a_cut = cut + self.w * cut
-        group_total = (end - start) * (1.0 if a_cut <= nu else nu / a_cut)
+        group_total = (end - start) * self.cap_of(cut, nu)
         return value, slope, False, cut, resid, group_total
 
     # ------------------------------------------------------------------ the support
@@ -213,12 +222,10 @@ class SortedRadGains:
         """
         if not nu > 0 or not nu / self.a_max > 0:
             return None
-        start = bisect.bisect_left(self.g, -cut, key=lambda v: -float(v))  # ranks with g > cut
+        start = count_above(self.g, cut)
         count = start
-        if start < self.n and float(self.g[start]) == cut:
-            a_cut = cut + self.w * cut
-            if frac * (1.0 if a_cut <= nu else nu / a_cut) > 0:
-                count = self.group_end(start)
+        if start < self.n and float(self.g[start]) == cut and frac * self.cap_of(cut, nu) > 0:
+            count = self.group_end(start)
         if count == 0:
             return 0, float("inf")
         return count, float(self.g[count - 1])
