@@ -105,6 +105,7 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
     ulo, uhi = kern._sample_bracket(d, None, w, m)
     lv, has = kern._losses_arg(None)
     grid = kern._resident_grid(n)
+    fast32 = hasattr(kern, "_fast32") and kern._fast32(d, None, w)  # the pass the search runs
 
     def once(lo: int, hi: int, blocks: int) -> float:
         sh = R.bracket_shift(lo, hi)
@@ -113,20 +114,26 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
         gg = kern._full(R.FINE, 0.0, np.float64)
         mnb = kern._full(R.FINE, np.iinfo(np.uint64).max, np.uint64)
         scal = kern._full(3, 0.0, np.float64)
-        icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max], dtype=np.uint64))
+        icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max, 0], dtype=np.uint64))
         start, stop = cuda.event(), cuda.event()
         start.record()
-        kern._bracket_kernel[blocks, kern._TPB](
-            d, raw, sign, np.uint64(inf_bits), lv, has, float(w), R.edge_value(lo, nbits), R.edge_value(hi, nbits),
-            np.uint64(lo), np.uint64(sh), cnt, hh, gg, mnb, scal, icnt,
-        )
+        if fast32:
+            kern._bracket32_kernel[blocks, kern._TPB](
+                raw, n, float(w), 1.0 / (1.0 + w), np.uint32(lo), np.uint32(hi), np.uint32(sh), cnt, hh, mnb, scal,
+                icnt,
+            )
+        else:
+            kern._bracket_kernel[blocks, kern._TPB](
+                d, raw, sign, np.uint64(inf_bits), lv, has, float(w), R.edge_value(lo, nbits),
+                R.edge_value(hi, nbits), np.uint64(lo), np.uint64(sh), cnt, hh, gg, mnb, scal, icnt,
+            )
         stop.record()
         stop.synchronize()
         return float(start.elapsed_time(stop))
 
     cases = {"sampled_bracket": (ulo, uhi, grid), "empty_bracket": (0, 1, grid),
              "sampled_half_grid": (ulo, uhi, max(1, grid // 2)), "sampled_double_grid": (ulo, uhi, 2 * grid)}
-    out: dict[str, float] = {"bracket_width_bits": float(uhi - ulo)}
+    out: dict[str, float] = {"bracket_width_bits": float(uhi - ulo), "float32_pass": float(fast32)}
     for label, (lo, hi, blocks) in cases.items():
         once(lo, hi, blocks)  # compiled and warm
         out[label + "_ms"] = statistics.median(once(lo, hi, blocks) for _ in range(max(1, repeats)))
@@ -216,8 +223,10 @@ def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
         phases["search_sample_bracket_s"], _, (ulo, uhi) = _timed(
             lambda: kern._sample_bracket(d, None, w, m), args.repeats, sync
         )
+        fast32 = hasattr(kern, "_fast32") and kern._fast32(d, None, w)
         phases["search_pass_gather_resolve_s"], _, _ = _timed(
-            lambda: kern._bracketed(d, None, w, m, 1, ulo, uhi), args.repeats, sync
+            (lambda: kern._bracketed32(d, w, m, 1, ulo, uhi)) if fast32 else (
+                lambda: kern._bracketed(d, None, w, m, 1, ulo, uhi)), args.repeats, sync
         )
         phases["depround_two_phases_s"], _, _ = _timed(
             lambda: kern._round_blocks(d, *kern._losses_arg(None), w, kern._dummy(), False, sol.params.as_tuple(),

@@ -105,8 +105,35 @@ def brackets_that_miss_fall_back() -> None:
         tau = want[1]
         for lo, hi in ((0.0, 1e-3), (0.99 * g.max(), g.max() * 2), (tau, tau * 1.0001), (0.5 * tau, 2 * tau),
                        (tau * 0.999, tau)):
-            got = C._bracketed(d, None, 0.5, m, 1, ordered_bits(lo, 32), ordered_bits(hi, 32))
+            ulo, uhi = ordered_bits(lo, 32), ordered_bits(hi, 32)
+            got = C._bracketed32(d, 0.5, m, 1, ulo, uhi)  # the float32 pass
             assert got[:3] == want[:3], (label, lo, hi, got, want)
+            if label == "uniform":  # the general pass (float64 gains and given losses use it)
+                got = C._bracketed(d, None, 0.5, m, 1, ulo, uhi)
+                assert got[:3] == want[:3], (label, lo, hi, got, want)
+
+
+@check
+def float32_pass_edges() -> None:
+    """The float32 pass (RAD losses): subnormal and huge gains take the IEEE division there,
+    -0.0 counts as 0; k* and the threshold are NumPy's, g_total to its rounding."""
+    from numba import cuda
+
+    from rad._backends import cuda_backend as C
+    from rad._backends import numpy_backend as R
+
+    rng = np.random.default_rng(5)
+    tiny = np.concatenate([rng.random(150) * 1e-40, rng.random(150)]).astype(np.float32)
+    huge = np.concatenate([rng.random(100) * 3e38, rng.random(100) * 1e37, rng.random(100)]).astype(np.float32)
+    tiny[::25] = -0.0
+    for label, g in (("tiny", tiny), ("huge", huge)):
+        d = cuda.to_device(g)
+        assert C._fast32(d, None, 0.6)
+        for m in (0.05 * g.shape[0], 0.3 * g.shape[0]):
+            want = R.threshold_search(g, None, 0.6, m)
+            got = C.threshold_search(d, None, 0.6, m, 1)
+            assert got[:3] == want[:3], (label, m, got, want)
+            assert abs(got[3] - want[3]) <= 1e-12 * abs(want[3]), (got, want)
 
 
 @check

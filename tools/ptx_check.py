@@ -59,6 +59,11 @@ def record(path: str) -> None:
     subprocess.run([sys.executable, "-c", _RECORD, path], check=True, env=env, cwd=os.path.join(ROOT, "tests"))
 
 
+#: Kernels whose float64 arithmetic only steers decisions that carry a rounding margin
+#: (cuda_backend's float32 bracket pass): a contracted FMA there changes no result.
+STEERING_ONLY = {"_bracket32_kernel"}
+
+
 def compile_all(path: str, cc: tuple[int, int]) -> int:
     """Compile each recorded (kernel, types) for ``cc``; 1 if any fails."""
     sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -87,7 +92,9 @@ def compile_all(path: str, cc: tuple[int, int]) -> int:
                 continue
             exact = "0d42D0000000000000, 0d3FE0000000000000"  # x * 2^46 + 0.5: exact either way
             fmas = [f for f in re.findall(r"fma\.rn\.f64[^;]*;", ptx) if exact not in f]
-            print(f"ok   {name:24s} local memory: {'yes' if '.local' in ptx else 'no '}  other fma.rn.f64: {len(fmas)}")
+            note = "  (steering sums only: allowed)" if fmas and name in STEERING_ONLY else ""
+            print(f"ok   {name:24s} local memory: {'yes' if '.local' in ptx else 'no '}  "
+                  f"other fma.rn.f64: {len(fmas)}{note}")
     print(f"{failures} failures")
     return 1 if failures else 0
 

@@ -613,6 +613,224 @@ def _bracket_gather_kernel(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, ke
                 avals[j] = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
 
 
+# The float32 pass with RAD losses (a = g + w g, the default on the device): one 32-bit
+# load per point, the ordered bits compared as unsigned 32-bit integers, 32-bit indices,
+# and a reciprocal only for the points at or above the bracket. Its sums only steer
+# decisions that carry a 1e-10 relative margin (radix_select.resolve_gathered), so:
+# * for g > 0, g / a is 1 / (1 + w) up to two roundings: the sums of g / a are counts
+#   times that constant (on the host);
+# * 1 / a is (1 / g) / (1 + w) up to two roundings, and 1 / g comes from the
+#   single-precision approximate reciprocal (2 ulps) and one float64 Newton step
+#   (relative error below 2^-44), for the normal gains in [2^-126, 2^126]; the others
+#   take the IEEE division of the general pass.
+_FAST_LO = np.uint32(0x00800000)  # 2^-126
+_FAST_HI = np.uint32(0x7E800000)  # 2^126
+_SIGN32 = np.uint32(0x80000000)
+_SLOTS32 = 64 if SIMULATOR else 2048  # the float32 pass's bin cache: 20 bytes a slot (40 KB)
+
+if SIMULATOR:
+
+    @cuda.jit(device=True)
+    def _f32_of_bits(u):
+        return np.uint32(u).view(np.float32)
+
+    @cuda.jit(device=True)
+    def _approx_rcp(x):
+        return np.float32(1.0) / x
+
+else:
+
+    @cuda.jit(device=True)
+    def _f32_of_bits(u):
+        return _ld.int_as_float(np.int32(u))
+
+    @cuda.jit(device=True)
+    def _approx_rcp(x):
+        return _ld.fast_fdividef(np.float32(1.0), x)
+
+
+@cuda.jit(device=True)
+def _steer_inv_a(u, w, inv1w):
+    """``1 / a`` with ``a = g + w g`` for the gain with bits ``u`` (> 0), to ~2^-44."""
+    x = _f32_of_bits(u)
+    if u >= _FAST_LO and u < _FAST_HI:
+        gd = np.float64(x)
+        r = np.float64(_approx_rcp(x))
+        r = r + r * (1.0 - gd * r)
+        return r * inv1w
+    gd = np.float64(x)
+    a = gd + w * gd
+    return 1.0 / a if a > 0 else 0.0
+
+
+@cuda.jit(device=True)
+def _slot32_add(tag, scnt, sh, smn, cnt, hh, mnbits, b, r, u):
+    """The float32 pass's bin cache: as ``_slot_add`` without the ``g / a`` sums."""
+    slot = b & np.int32(_SLOTS32 - 1)
+    t = tag[slot]
+    if t == -1:
+        t = cuda.atomic.cas(tag, slot, np.int32(-1), b)
+        if t == -1:
+            t = b
+    if t == b:
+        cuda.atomic.add(scnt, slot, np.int32(1))
+        cuda.atomic.add(sh, slot, r)
+        cuda.atomic.min(smn, slot, u)
+    else:
+        cuda.atomic.add(cnt, b, np.int64(1))
+        cuda.atomic.add(hh, b, r)
+        cuda.atomic.min(mnbits, b, np.uint64(u))
+
+
+@_kernel
+def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icnt):
+    """The bracket's pass for float32 gains with RAD losses (see the note above).
+
+    ``scal = (h_above,)``, ``icnt = (n_above, n_below, bad, min bits above, n_positive)``;
+    bins: counts, sums of ``1 / a`` and minimum bits.
+    """
+    tag = cuda.shared.array(_SLOTS32, np.int32)
+    scnt = cuda.shared.array(_SLOTS32, np.int32)
+    sh_ = cuda.shared.array(_SLOTS32, np.float64)
+    smn = cuda.shared.array(_SLOTS32, np.uint32)
+    bsum = cuda.shared.array(1, np.float64)
+    bcnt = cuda.shared.array(5, np.uint64)
+    tid = cuda.threadIdx.x
+    for j in range(tid, _SLOTS32, cuda.blockDim.x):
+        tag[j] = -1
+        scnt[j] = 0
+        sh_[j] = 0.0
+        smn[j] = np.uint32(0xFFFFFFFF)
+    if tid == 0:
+        bsum[0] = 0.0
+        bcnt[0] = np.uint64(0)
+        bcnt[1] = np.uint64(0)
+        bcnt[2] = np.uint64(0)
+        bcnt[3] = _UMAX
+        bcnt[4] = np.uint64(0)
+    cuda.syncthreads()
+    ha = 0.0
+    na = np.uint32(0)
+    nbl = np.uint32(0)
+    npos = np.uint32(0)
+    bad = np.uint32(0)
+    minb = np.uint32(0xFFFFFFFF)
+    stride = np.uint32(cuda.gridsize(1))
+    i = np.uint32(cuda.grid(1))
+    n32 = np.uint32(n)
+    while i < n32:
+        u = raw[i]
+        i += stride
+        if u >= np.uint32(0x7F800000):  # NaN, infinities and negatives (the sign bit)
+            if u != _SIGN32:
+                bad = np.uint32(1)
+                continue
+            u = np.uint32(0)  # -0.0 is 0
+        if u != 0:
+            npos += np.uint32(1)
+        if u >= uhi:
+            ha += _steer_inv_a(u, w, inv1w)
+            na += np.uint32(1)
+            minb = min(minb, u)
+        elif u < ulo:
+            nbl += np.uint32(1)
+        else:
+            r = _steer_inv_a(u, w, inv1w) if u != 0 else 0.0
+            _slot32_add(tag, scnt, sh_, smn, cnt, hh, mnbits, np.int32((u - ulo) >> sh), r, u)
+    cuda.atomic.add(bsum, 0, ha)
+    cuda.atomic.add(bcnt, 0, np.uint64(na))
+    cuda.atomic.add(bcnt, 1, np.uint64(nbl))
+    cuda.atomic.max(bcnt, 2, np.uint64(bad))
+    cuda.atomic.min(bcnt, 3, np.uint64(minb))
+    cuda.atomic.add(bcnt, 4, np.uint64(npos))
+    cuda.syncthreads()
+    for j in range(tid, _SLOTS32, cuda.blockDim.x):
+        t = tag[j]
+        if t >= 0:
+            cuda.atomic.add(cnt, t, np.int64(scnt[j]))
+            cuda.atomic.add(hh, t, sh_[j])
+            cuda.atomic.min(mnbits, t, np.uint64(smn[j]))
+    if tid == 0:
+        cuda.atomic.add(scal, 0, bsum[0])
+        cuda.atomic.add(icnt, 0, bcnt[0])
+        cuda.atomic.add(icnt, 1, bcnt[1])
+        cuda.atomic.max(icnt, 2, bcnt[2])
+        cuda.atomic.min(icnt, 3, bcnt[3])
+        cuda.atomic.add(icnt, 4, bcnt[4])
+
+
+@_kernel
+def _bracket32_gather_kernel(raw, n, w, ulo, uhi, sh, key, pos, idx, vals, avals):
+    """The points of bin ``key`` of the float32 pass (32-bit tests; ``a = g + w g``)."""
+    stride = np.uint32(cuda.gridsize(1))
+    i = np.uint32(cuda.grid(1))
+    n32 = np.uint32(n)
+    while i < n32:
+        u = raw[i]
+        if u == _SIGN32:
+            u = np.uint32(0)
+        if u >= ulo and u < uhi and ((u - ulo) >> sh) == key:
+            j = cuda.atomic.add(pos, 0, 1)
+            if j < idx.shape[0]:
+                gi = np.float64(_f32_of_bits(u))
+                idx[j] = np.int64(i)
+                vals[j] = gi
+                avals[j] = _fma_free_add(gi, _mul(w, gi))
+        i += stride
+
+
+def _fast32(gains: Any, losses: Any, w: float) -> bool:
+    """Whether the float32 pass applies: float32 gains, RAD losses, 32-bit indices suffice."""
+    n = gains.shape[0]
+    return (gains.dtype == np.float32 and losses is None and 1.0 + w > 0 and w == w
+            and n + 2 * 8192 * _TPB < (1 << 32))
+
+
+def _bracketed32(gains, w, m, threads, ulo, uhi):
+    """:func:`_bracketed` through the float32 pass (same decisions, cheaper steering sums)."""
+    raw = gains.view(np.uint32)
+    n = gains.shape[0]
+    inf_bits = _radix.full_bracket(32)[1]
+    uhi = max(1, min(uhi, inf_bits))
+    if ulo >= uhi:
+        ulo = uhi - 1
+    sh = _radix.bracket_shift(ulo, uhi)
+    inv1w = 1.0 / (1.0 + w)
+    cnt = _full(_FINE, 0, np.int64)
+    hh = _full(_FINE, 0.0, np.float64)
+    mnbits = _full(_FINE, _UMAX, np.uint64)
+    scal = _full(1, 0.0, np.float64)
+    icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max, 0], dtype=np.uint64))
+    _bracket32_kernel[_resident_grid(n), _TPB](raw, n, float(w), inv1w, np.uint32(ulo), np.uint32(uhi),
+                                               np.uint32(sh), cnt, hh, mnbits, scal, icnt)
+    c = cnt.copy_to_host()
+    mn = _bits_to_float(mnbits.copy_to_host(), 32)
+    mn[c == 0] = np.inf
+    h_above = float(scal.copy_to_host()[0])
+    n_above, n_below, bad, minb, npos = (int(v) for v in icnt.copy_to_host())
+    last_min = _radix.edge_value(minb, 32) if minb < inf_bits else float("inf")
+    # the sums of g / a: counts times 1 / (1 + w) (see the note above _FAST_LO)
+    res = (bool(bad), npos * inv1w, h_above, n_above * inv1w, n_above, last_min, n_below, c,
+           hh.copy_to_host(), c * inv1w, mn)
+
+    def gather(b: int) -> tuple[np.ndarray, np.ndarray]:
+        size = max(1, int(c[b]))
+        pos = _full(1, 0, np.int64)
+        idx = cuda.device_array(size, np.int64)
+        vals = cuda.device_array(size, np.float64)
+        avals = cuda.device_array(size, np.float64)
+        _bracket32_gather_kernel[_stride_grid(n), _TPB](raw, n, float(w), np.uint32(ulo), np.uint32(uhi),
+                                                        np.uint32(sh), np.uint32(b), pos, idx, vals, avals)
+        got = min(int(pos.copy_to_host()[0]), size)
+        order = np.argsort(idx.copy_to_host()[:got], kind="stable")
+        return vals.copy_to_host()[:got][order], avals.copy_to_host()[:got][order]
+
+    def fallback() -> tuple[int, float, int, float]:
+        return _radix.threshold_search(sys.modules[__name__], gains, None, w, m, threads)
+
+    return _radix.bracket_resolve(res, ulo, uhi, sh, 32, float(m), gather, fallback)
+
+
 def _bits_to_float(bits: np.ndarray, nbits: int) -> np.ndarray:
     if nbits == 32:
         return bits.astype(np.uint32).view(np.float32).astype(np.float64)
@@ -696,6 +914,8 @@ def threshold_search(gains, losses, w, m, threads):
     fallback when the bracket misses.
     """
     ulo, uhi = _sample_bracket(gains, losses, w, m)
+    if _fast32(gains, losses, w):
+        return _bracketed32(gains, w, m, threads, ulo, uhi)
     return _bracketed(gains, losses, w, m, threads, ulo, uhi)
 
 
@@ -707,64 +927,96 @@ def threshold_levels(gains, losses, w, m, threads):
 # ------------------------------------------------------------------ canonical sums
 
 
-#: Items each support-sum lane loads ahead of summing them (loads in flight per thread).
-_PREFETCH = 2 if SIMULATOR else 8
+#: The support sums' layout: a CUDA block serves _SUB canonical blocks with _TPC threads
+#: each; a tile is _SPREF coalesced loads per thread.
+_SUB = 2 if SIMULATOR else 4
+_TPC = _TPB // _SUB
+_SPREF = 64 if SIMULATOR else 8
+_STILE = _TPC * _SPREF  # items of one canonical block per tile
+_SUB_ITEMS = _SUB * _STILE  # items of a tile, all canonical blocks
+_SUB_LANES = _SUB * LANES  # lane threads of a CUDA block
+assert BLOCK % _STILE == 0 and _STILE % LANES == 0 and _SUB_LANES <= _TPB
 
 
 @_kernel
 def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, mins):
-    """Thread (block, lane): lane-sequential sums, lanes combined in the canonical tree."""
-    sh = cuda.shared.array(_TPB, np.float64)
-    sg = cuda.shared.array(_TPB, np.float64)
+    """Canonical block sums: lane-sequential sums, lanes combined in the canonical tree.
+
+    The terms ``1 / a`` and ``g / a`` of a tile (``_STILE`` items of each of the block's
+    ``_SUB`` canonical blocks) are formed by every thread from coalesced loads and put in
+    shared memory; then the ``_SUB * LANES`` lane threads add them in the canonical order
+    (lane ``l`` items ``l, l + 8, ...``; a point outside the support adds ``0.0``, which
+    leaves a sum of non-negative terms unchanged). The terms' divisions run on every
+    thread, the dependent additions on 8 lanes per canonical block, as the order demands.
+    """
+    th = cuda.shared.array(_SUB_ITEMS, np.float64)
+    tg = cuda.shared.array(_SUB_ITEMS, np.float64)
     sc = cuda.shared.array(_TPB, np.int64)
     sm = cuda.shared.array(_TPB, np.float64)
-    t = cuda.grid(1)
+    lh = cuda.shared.array(_SUB_LANES, np.float64)
+    lg = cuda.shared.array(_SUB_LANES, np.float64)
     tid = cuda.threadIdx.x
-    blk = t // _LANES
-    lane = t % _LANES
+    sub = tid // _TPC
+    part = tid % _TPC
+    blk = cuda.blockIdx.x * _SUB + sub
     n = g.shape[0]
-    ah = 0.0
-    ag = 0.0
+    lo = blk * _BLOCK
+    hi = min(n, lo + _BLOCK) if blk < nblk else lo
+    # the lane threads: thread ``tid < _SUB * LANES`` sums lane ``tid % LANES`` of block ``tid // LANES``
+    lsub = tid // LANES
+    lane = tid % LANES
     c = 0
     mn = math.inf
-    if blk < nblk:
-        lo = blk * _BLOCK
-        hi = min(n, lo + _BLOCK)
-        buf = cuda.local.array(_PREFETCH, np.float64)
-        for i0 in range(lo + lane, hi, _LANES * _PREFETCH):
-            # the next _PREFETCH items of this lane are loaded before any is summed: the
-            # loads overlap (a lane's sum is a dependent chain; its loads need not be)
-            for k in range(_PREFETCH):
-                i = i0 + k * _LANES
-                buf[k] = np.float64(g[i]) if i < hi else -1.0
-            for k in range(_PREFETCH):
-                i = i0 + k * _LANES
-                if i < hi:
-                    gi = buf[k]
-                    a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
-                    if gi >= tau and a > 0:
-                        r = 1.0 / a
-                        ah += r
-                        ag += _mul(gi, r)
-                        c += 1
-                        mn = min(mn, a)
-    sh[tid] = ah
-    sg[tid] = ag
+    ah = 0.0
+    ag = 0.0
+    buf = cuda.local.array(_SPREF, np.float64)
+    steps = _BLOCK // _STILE
+    for s in range(steps):
+        t0 = lo + s * _STILE
+        for k in range(_SPREF):  # the loads first: a tile's loads overlap
+            i = t0 + k * _TPC + part
+            buf[k] = np.float64(g[i]) if i < hi else -1.0
+        for k in range(_SPREF):
+            i = t0 + k * _TPC + part
+            r = 0.0
+            gr = 0.0
+            if i < hi:
+                gi = buf[k]
+                a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+                if gi >= tau and a > 0:
+                    r = 1.0 / a
+                    gr = _mul(gi, r)
+                    c += 1
+                    mn = min(mn, a)
+            th[sub * _STILE + k * _TPC + part] = r
+            tg[sub * _STILE + k * _TPC + part] = gr
+        cuda.syncthreads()
+        if tid < _SUB_LANES:
+            for j in range(_STILE // LANES):
+                ah += th[lsub * _STILE + lane + j * LANES]
+                ag += tg[lsub * _STILE + lane + j * LANES]
+        cuda.syncthreads()
+        if cuda.blockIdx.x * _SUB * _BLOCK + (s + 1) * _STILE >= n:
+            break  # past the last item of every block of this CUDA block
     sc[tid] = c
     sm[tid] = mn
+    if tid < _SUB_LANES:
+        lh[tid] = ah
+        lg[tid] = ag
     cuda.syncthreads()
-    if lane == 0 and blk < nblk:
-        tot_h[blk] = ((sh[tid] + sh[tid + 1]) + (sh[tid + 2] + sh[tid + 3])) + (
-            (sh[tid + 4] + sh[tid + 5]) + (sh[tid + 6] + sh[tid + 7])
+    if part == 0 and blk < nblk:
+        j = sub * LANES
+        tot_h[blk] = ((lh[j] + lh[j + 1]) + (lh[j + 2] + lh[j + 3])) + (
+            (lh[j + 4] + lh[j + 5]) + (lh[j + 6] + lh[j + 7])
         )
-        tot_g[blk] = ((sg[tid] + sg[tid + 1]) + (sg[tid + 2] + sg[tid + 3])) + (
-            (sg[tid + 4] + sg[tid + 5]) + (sg[tid + 6] + sg[tid + 7])
+        tot_g[blk] = ((lg[j] + lg[j + 1]) + (lg[j + 2] + lg[j + 3])) + (
+            (lg[j + 4] + lg[j + 5]) + (lg[j + 6] + lg[j + 7])
         )
         cc = 0
         mm = math.inf
-        for j in range(_LANES):
-            cc += sc[tid + j]
-            mm = min(mm, sm[tid + j])
+        for t in range(sub * _TPC, (sub + 1) * _TPC):
+            cc += sc[t]
+            mm = min(mm, sm[t])
         counts[blk] = cc
         mins[blk] = mm
 
@@ -781,7 +1033,7 @@ def support_block_sums(gains, losses, w, tau, threads):
     tot_g = cuda.device_array(nblk, np.float64)
     counts = cuda.device_array(nblk, np.int64)
     mins = cuda.device_array(nblk, np.float64)
-    _support_kernel[_grid(nblk * LANES), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
+    _support_kernel[-(-nblk // _SUB), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
                                                counts, mins)
     return tot_h.copy_to_host(), tot_g.copy_to_host(), counts.copy_to_host(), mins.copy_to_host()
 
@@ -868,6 +1120,8 @@ _L1 = 64
 _L2 = _TPB * _CHUNK
 _L1_PER_L2 = _L2 // _L1
 assert BLOCK % _L2 == 0 and _L1_PER_L2 <= _TPB  # chunks tile a block; one thread per L1 total
+_PARTS_PER_L1 = _L1 // _CHUNK  # per-thread partial sums in an L1 chunk (a power of two)
+assert _L1 % _CHUNK == 0 and _CHUNK & (_CHUNK - 1) == 0 and _PARTS_PER_L1 & (_PARTS_PER_L1 - 1) == 0
 _L2_TAG = 1 << 40  # last-positive codes: -(c + 2) for L1 chunk c, -(c + 2) - _L2_TAG for L2 chunk c
 
 
@@ -904,6 +1158,7 @@ def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     the block follow, and the certain items (``Q == ONE``) are marked taken.
     """
     su = cuda.shared.array(_L2, np.int64)
+    s0 = cuda.shared.array(_TPB, np.int64)
     s1 = cuda.shared.array(_L1_PER_L2, np.int64)
     tid = cuda.threadIdx.x
     base = cuda.blockIdx.x * _L2
@@ -921,10 +1176,19 @@ def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     if certain:
         cuda.atomic.add(taken_count, base // _BLOCK, certain)
     cuda.syncthreads()
+    # The totals as a tree of short sums (integer sums: any order gives the same bits):
+    # every thread adds _CHUNK consecutive items, _L1 // _CHUNK of those make an L1
+    # total, _L1_PER_L2 L1 totals the block's. Rotated starts spread the threads over the
+    # shared-memory banks.
+    s = np.int64(0)
+    for j in range(_CHUNK):
+        s += su[tid * _CHUNK + ((j + tid) & (_CHUNK - 1))]
+    s0[tid] = s
+    cuda.syncthreads()
     if tid < _L1_PER_L2:
         s = np.int64(0)
-        for j in range(_L1):  # rotated start: neighbouring threads read different banks
-            s += su[tid * _L1 + (j + tid) % _L1]
+        for j in range(_PARTS_PER_L1):
+            s += s0[tid * _PARTS_PER_L1 + ((j + tid) & (_PARTS_PER_L1 - 1))]
         s1[tid] = s
         if base + tid * _L1 < n:
             tot1[base // _L1 + tid] = s

@@ -146,22 +146,29 @@ def resolve_gathered(
     vals, avals = vals[order], avals[order]
     h, gs, tau, k = acc_h, acc_g, last_min, acc_n
     d_in, d_out = pass_d, fail_d
-    s = 0
-    while s < vals.shape[0]:
-        y = float(vals[s])
-        d = y * h - gs + m
-        if d < 0:
-            d_out = d
-            break
-        d_in = inf if k == 0 else d
-        tau = y
-        while s < vals.shape[0] and vals[s] == y:
-            a = float(avals[s])
-            if a > 0:
-                h += 1.0 / a
-                gs += y / a
-            s += 1
-            k += 1
+    n = vals.shape[0]
+    if n:
+        # The walk over the tie groups in descending order, as running sums: the points
+        # are added one by one in this order (cumsum is sequential; a point with a <= 0
+        # adds 0.0, which leaves these sums of non-negative terms unchanged), and D is
+        # tested at each group's first point: the first group with D < 0 stops the walk.
+        with np.errstate(all="ignore"):
+            pos = avals > 0
+            safe = np.where(pos, avals, 1.0)
+            hs = np.cumsum(np.concatenate(([h], np.where(pos, 1.0 / safe, 0.0))))
+            gss = np.cumsum(np.concatenate(([gs], np.where(pos, vals / safe, 0.0))))
+            starts = np.flatnonzero(np.concatenate(([True], vals[1:] != vals[:-1])))
+            d = vals[starts] * hs[starts] - gss[starts] + m
+        fails = np.flatnonzero(d < 0)
+        passed = int(fails[0]) if fails.shape[0] else starts.shape[0]  # groups that join
+        end = int(starts[passed]) if fails.shape[0] else n
+        if fails.shape[0]:
+            d_out = float(d[passed])
+        if passed > 0:
+            last = int(starts[passed - 1])
+            tau = float(vals[last])
+            d_in = inf if k + last == 0 else float(d[passed - 1])
+        h, gs, k = float(hs[end]), float(gss[end]), k + end
     margin = 1e-10 * (abs(tau) * h + gs + m)
     status = int(abs(d_in) < margin or abs(d_out) < margin or abs(g_total - m) < 1e-10 * scale)
     if not all(np.isfinite([h, gs, g_total])) or d_in != d_in or d_out != d_out:

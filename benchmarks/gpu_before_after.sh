@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GPU part of the device check for two source trees, one after the other on the same
+# GPU in one run (GPU timings are only comparable on the same card):
+#
+#   git archive <old-commit> | (mkdir -p /tmp/old && tar -x -C /tmp/old)
+#   bash benchmarks/gpu_before_after.sh /tmp/old            # old tree vs this checkout
+#
+# Each tree is built into its own private site (pip --no-build-isolation --no-deps
+# --no-index, as benchmarks/device_check.sh does) and timed by this checkout's
+# benchmarks/device_check_gpu.py (it reaches the backend's private kernels only where
+# both trees have them). JSON: $OUT (or benchmarks/) results_gpu_before.json and
+# results_gpu_after.json. SIZES overrides the pool sizes (default "1e8 1e9").
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+old="$(cd "${1:?usage: gpu_before_after.sh OLD_TREE [NEW_TREE]}" && pwd)"
+new="$(cd "${2:-$root}" && pwd)"
+out="${OUT:-$here}"
+mkdir -p "$out"
+tmp="$(mktemp -d /tmp/rad_ab.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+for label in before after; do
+  src="$old"; [ "$label" = after ] && src="$new"
+  mkdir -p "$tmp/$label/src" "$tmp/$label/site"
+  (cd "$src" && tar --exclude=./build --exclude='./python/rad/_core*.so' --exclude=./.git -cf - .) \
+    | tar -xf - -C "$tmp/$label/src"
+  python -m pip install --no-build-isolation --no-deps --no-index -q --target "$tmp/$label/site" "$tmp/$label/src"
+done
+for label in before after; do
+  echo "== $label" >&2
+  (cd /tmp && PYTHONPATH="$tmp/$label/site" NUMBA_CACHE_DIR="$tmp/$label/cache" \
+    python "$here/device_check_gpu.py" --sizes ${SIZES:-1e8 1e9} --out "$out/results_gpu_$label.json") \
+    || echo "$label: device_check_gpu.py ended with status $?" >&2
+done
