@@ -214,6 +214,17 @@ def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
             lambda: kern.threshold_levels(d, None, w, m, 1), max(1, args.repeats // 2), sync
         )
         phases["support_sums_s"], _, sums = _timed(lambda: kern.support_sums(d, None, w, tau, 1), args.repeats, sync)
+        if hasattr(kern, "_TILE_MAX_BLOCKS"):  # both layouts of the canonical sums (the same bits)
+            keep = kern._TILE_MAX_BLOCKS
+            try:
+                for label, limit in (("tile", 1 << 62), ("lane", 0)):
+                    kern._TILE_MAX_BLOCKS = limit
+                    kern.support_sums(d, None, w, tau, 1)  # compiled
+                    phases[f"support_sums_{label}_s"], _, other = _timed(
+                        lambda: kern.support_sums(d, None, w, tau, 1), args.repeats, sync)
+                    phases[f"support_sums_{label}_same"] = float(other == sums)
+            finally:
+                kern._TILE_MAX_BLOCKS = keep
         sol = rad.solve(gains, m, b)
         key = 12345
         phases["depround_s"], _, _ = _timed(

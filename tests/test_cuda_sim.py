@@ -77,6 +77,12 @@ def kernels_match_numpy() -> None:
                 assert C.support_sums(d, dl, w, tau, 1) == R.support_sums(g, losses, w, tau), (label, dtype)
                 for a, b in zip(C.support_block_sums(d, dl, w, tau, 1), R.support_block_sums(g, losses, w, tau)):
                     assert np.array_equal(a, b)
+                tile_max = C._TILE_MAX_BLOCKS
+                try:  # the many-block layout (a thread per lane) too
+                    C._TILE_MAX_BLOCKS = 0
+                    assert C.support_sums(d, dl, w, tau, 1) == R.support_sums(g, losses, w, tau), (label, dtype)
+                finally:
+                    C._TILE_MAX_BLOCKS = tile_max
                 h = R.support_sums(g, losses, w, tau)[0]
                 for params in (
                     Params("gain", 0.5 if dtype == np.float32 else 3.0 / h, gain_cut=tau, gain_frac=0.25),

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -393,8 +394,71 @@ def _full(n: int, value: Any, dtype: Any) -> Any:
     if SIMULATOR:  # a Python loop there: the host fill is the fast one
         return cuda.to_device(np.full(n, value, dtype=dtype))
     out = cuda.device_array(n, dtype=dtype)
-    _fill_kernel[_stride_grid(n), _TPB](out, np.dtype(dtype).type(value))
+    pattern = np.array([value], dtype=dtype).tobytes()
+    if n and pattern == pattern[:1] * len(pattern):  # 0, 0.0, all ones: a memset, not a kernel launch
+        out.gpu_data.memset(pattern[0], n * len(pattern))
+    elif n:
+        _fill_kernel[_stride_grid(n), _TPB](out, np.dtype(dtype).type(value))
     return out
+
+
+#: Reused device buffers of the streaming DepRound (see :func:`_scratch`).
+_SCRATCH: dict[str, Any] = {}
+
+
+def _scratch(tag: str, n: int, dtype: Any) -> Any:
+    """A device array of ``n`` items, reused across calls (contents undefined).
+
+    DepRound's bitmap and chunk totals are an eighth of a byte to a byte per point (250 MB
+    at 1e9 float32 points); allocating and freeing them at every call costs the device
+    milliseconds, so the last buffer of each kind is kept, per calling thread
+    (:func:`release_scratch` frees them). Small buffers are not kept.
+    """
+    dtype = np.dtype(dtype)
+    if SIMULATOR or n * dtype.itemsize < (1 << 20):
+        return cuda.device_array(n, dtype)
+    key = f"{tag}@{threading.get_ident()}"  # a thread's own buffers: calls from two threads never share one
+    held = _SCRATCH.get(key)
+    if held is None or held.dtype != dtype or held.shape[0] < n:
+        _SCRATCH.pop(key, None)
+        held = _SCRATCH[key] = cuda.device_array(n, dtype)
+    return held[:n]
+
+
+def release_scratch() -> None:
+    """Free the device buffers DepRound keeps between calls (:func:`_scratch`)."""
+    _SCRATCH.clear()
+
+
+class _Packed:
+    """Several small device arrays in one buffer of 8-byte words: one copy brings them all back.
+
+    ``parts`` lists ``(length, dtype, fill byte)`` (8-byte dtypes); ``dev[j]`` is part
+    ``j`` on the device, and :meth:`fetch` copies the buffer once and returns the parts as
+    host arrays. One fill byte for every part is a memset; mixed ones one small upload.
+    """
+
+    def __init__(self, parts: list[tuple[int, Any, int]]) -> None:
+        self.bounds: list[tuple[int, int, Any]] = []
+        at = 0
+        for length, dtype, _ in parts:
+            self.bounds.append((at, at + length, np.dtype(dtype)))
+            at += length
+        words = max(at, 1)
+        fills = {fill for length, _, fill in parts if length}
+        if len(fills) <= 1 and not SIMULATOR:
+            self.buf = cuda.device_array(words, np.uint64)
+            self.buf.gpu_data.memset(fills.pop() if fills else 0, words * 8)
+        else:
+            host = np.zeros(words, np.uint64)
+            for (lo, hi, _), (_, _, fill) in zip(self.bounds, parts):
+                host[lo:hi].view(np.uint8)[:] = fill
+            self.buf = cuda.to_device(host)
+        self.dev = [self.buf[lo:hi].view(dt) for lo, hi, dt in self.bounds]
+
+    def fetch(self) -> list[np.ndarray]:
+        host = self.buf.copy_to_host()
+        return [host[lo:hi].view(dt) for lo, hi, dt in self.bounds]
 
 
 @_kernel
@@ -627,6 +691,7 @@ _FAST_LO = np.uint32(0x00800000)  # 2^-126
 _FAST_HI = np.uint32(0x7E800000)  # 2^126
 _SIGN32 = np.uint32(0x80000000)
 _SLOTS32 = 64 if SIMULATOR else 2048  # the float32 pass's bin cache: 20 bytes a slot (40 KB)
+_UNROLL32 = 2 if SIMULATOR else 8  # loads in flight per thread of the float32 pass
 
 if SIMULATOR:
 
@@ -716,27 +781,41 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
     bad = np.uint32(0)
     minb = np.uint32(0xFFFFFFFF)
     stride = np.uint32(cuda.gridsize(1))
-    i = np.uint32(cuda.grid(1))
     n32 = np.uint32(n)
-    while i < n32:
-        u = raw[i]
-        i += stride
-        if u >= np.uint32(0x7F800000):  # NaN, infinities and negatives (the sign bit)
-            if u != _SIGN32:
-                bad = np.uint32(1)
-                continue
-            u = np.uint32(0)  # -0.0 is 0
-        if u != 0:
-            npos += np.uint32(1)
-        if u >= uhi:
-            ha += _steer_inv_a(u, w, inv1w)
-            na += np.uint32(1)
-            minb = min(minb, u)
-        elif u < ulo:
-            nbl += np.uint32(1)
-        else:
+    ub = cuda.local.array(_UNROLL32, np.uint32)
+    stash = cuda.local.array(_UNROLL32, np.uint32)
+    i0 = np.uint32(cuda.grid(1))
+    while i0 < n32:
+        for k in range(_UNROLL32):  # _UNROLL32 loads in flight before the first is used
+            i = i0 + np.uint32(k) * stride
+            if i < n32:
+                ub[k] = raw[i]
+        ns = 0
+        for k in range(_UNROLL32):
+            if i0 + np.uint32(k) * stride >= n32:
+                break
+            u = ub[k]
+            if u >= np.uint32(0x7F800000):  # NaN, infinities and negatives (the sign bit)
+                if u != _SIGN32:
+                    bad = np.uint32(1)
+                    continue
+                u = np.uint32(0)  # -0.0 is 0
+            if u != 0:
+                npos += np.uint32(1)
+            if u >= uhi:
+                ha += _steer_inv_a(u, w, inv1w)
+                na += np.uint32(1)
+                minb = min(minb, u)
+            elif u < ulo:
+                nbl += np.uint32(1)
+            else:  # inside: binned after the batch, so a warp's lanes bin together
+                stash[ns] = u
+                ns += 1
+        for j in range(ns):
+            u = stash[j]
             r = _steer_inv_a(u, w, inv1w) if u != 0 else 0.0
             _slot32_add(tag, scnt, sh_, smn, cnt, hh, mnbits, np.int32((u - ulo) >> sh), r, u)
+        i0 += np.uint32(_UNROLL32) * stride
     cuda.atomic.add(bsum, 0, ha)
     cuda.atomic.add(bcnt, 0, np.uint64(na))
     cuda.atomic.add(bcnt, 1, np.uint64(nbl))
@@ -760,30 +839,35 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
 
 
 @_kernel
-def _bracket32_gather_kernel(raw, n, w, ulo, uhi, sh, key, pos, idx, vals, avals):
-    """The points of bin ``key`` of the float32 pass (32-bit tests; ``a = g + w g``)."""
+def _bracket32_gather_kernel(raw, n, ulo, uhi, sh, key, pos, out):
+    """The bits of the points of bin ``key`` of the float32 pass (32-bit tests), in any order."""
     stride = np.uint32(cuda.gridsize(1))
-    i = np.uint32(cuda.grid(1))
     n32 = np.uint32(n)
-    while i < n32:
-        u = raw[i]
-        if u == _SIGN32:
-            u = np.uint32(0)
-        if u >= ulo and u < uhi and ((u - ulo) >> sh) == key:
-            j = cuda.atomic.add(pos, 0, 1)
-            if j < idx.shape[0]:
-                gi = np.float64(_f32_of_bits(u))
-                idx[j] = np.int64(i)
-                vals[j] = gi
-                avals[j] = _fma_free_add(gi, _mul(w, gi))
-        i += stride
+    ub = cuda.local.array(_UNROLL32, np.uint32)
+    i0 = np.uint32(cuda.grid(1))
+    while i0 < n32:
+        for k in range(_UNROLL32):  # the loads first, as in the pass
+            i = i0 + np.uint32(k) * stride
+            if i < n32:
+                ub[k] = raw[i]
+        for k in range(_UNROLL32):
+            if i0 + np.uint32(k) * stride >= n32:
+                break
+            u = ub[k]
+            if u == _SIGN32:
+                u = np.uint32(0)
+            if u >= ulo and u < uhi and ((u - ulo) >> sh) == key:
+                j = cuda.atomic.add(pos, 0, 1)
+                if j < out.shape[0]:
+                    out[j] = u
+        i0 += np.uint32(_UNROLL32) * stride
 
 
 def _fast32(gains: Any, losses: Any, w: float) -> bool:
     """Whether the float32 pass applies: float32 gains, RAD losses, 32-bit indices suffice."""
     n = gains.shape[0]
-    return (gains.dtype == np.float32 and losses is None and 1.0 + w > 0 and w == w
-            and n + 2 * 8192 * _TPB < (1 << 32))
+    reach = max(_resident_grid(n) * (_UNROLL32 + 1), _stride_grid(n) + 1) * _TPB  # an index's last step
+    return gains.dtype == np.float32 and losses is None and 1.0 + w > 0 and w == w and n + reach < (1 << 32)
 
 
 def _bracketed32(gains, w, m, threads, ulo, uhi):
@@ -796,34 +880,33 @@ def _bracketed32(gains, w, m, threads, ulo, uhi):
         ulo = uhi - 1
     sh = _radix.bracket_shift(ulo, uhi)
     inv1w = 1.0 / (1.0 + w)
-    cnt = _full(_FINE, 0, np.int64)
-    hh = _full(_FINE, 0.0, np.float64)
-    mnbits = _full(_FINE, _UMAX, np.uint64)
-    scal = _full(1, 0.0, np.float64)
-    icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max, 0], dtype=np.uint64))
+    out = _Packed([(_FINE, np.int64, 0), (_FINE, np.float64, 0), (_FINE, np.uint64, 0xFF), (1, np.float64, 0),
+                   (3, np.uint64, 0), (1, np.uint64, 0xFF), (1, np.uint64, 0)])
+    cnt, hh_d, mnbits, scal, icnt = out.dev[0], out.dev[1], out.dev[2], out.dev[3], out.buf[3 * _FINE + 1:]
     _bracket32_kernel[_resident_grid(n), _TPB](raw, n, float(w), inv1w, np.uint32(ulo), np.uint32(uhi),
-                                               np.uint32(sh), cnt, hh, mnbits, scal, icnt)
-    c = cnt.copy_to_host()
-    mn = _bits_to_float(mnbits.copy_to_host(), 32)
+                                               np.uint32(sh), cnt, hh_d, mnbits, scal, icnt)
+    c, hh, mnb, sc, i3, imin, ipos = out.fetch()
+    mn = _bits_to_float(mnb, 32)
     mn[c == 0] = np.inf
-    h_above = float(scal.copy_to_host()[0])
-    n_above, n_below, bad, minb, npos = (int(v) for v in icnt.copy_to_host())
+    h_above = float(sc[0])
+    n_above, n_below, bad, minb, npos = int(i3[0]), int(i3[1]), int(i3[2]), int(imin[0]), int(ipos[0])
     last_min = _radix.edge_value(minb, 32) if minb < inf_bits else float("inf")
     # the sums of g / a: counts times 1 / (1 + w) (see the note above _FAST_LO)
     res = (bool(bad), npos * inv1w, h_above, n_above * inv1w, n_above, last_min, n_below, c,
-           hh.copy_to_host(), c * inv1w, mn)
+           hh, c * inv1w, mn)
 
     def gather(b: int) -> tuple[np.ndarray, np.ndarray]:
+        # The bin's points in descending order: with RAD losses a is a function of g, so
+        # the order among equal gains changes no sum (no index order needed), and a is
+        # formed on the host as the device forms it (w g rounded, then g + w g).
         size = max(1, int(c[b]))
         pos = _full(1, 0, np.int64)
-        idx = cuda.device_array(size, np.int64)
-        vals = cuda.device_array(size, np.float64)
-        avals = cuda.device_array(size, np.float64)
-        _bracket32_gather_kernel[_stride_grid(n), _TPB](raw, n, float(w), np.uint32(ulo), np.uint32(uhi),
-                                                        np.uint32(sh), np.uint32(b), pos, idx, vals, avals)
+        out = cuda.device_array(size, np.uint32)
+        _bracket32_gather_kernel[_stride_grid(n), _TPB](raw, n, np.uint32(ulo), np.uint32(uhi), np.uint32(sh),
+                                                        np.uint32(b), pos, out)
         got = min(int(pos.copy_to_host()[0]), size)
-        order = np.argsort(idx.copy_to_host()[:got], kind="stable")
-        return vals.copy_to_host()[:got][order], avals.copy_to_host()[:got][order]
+        vals = np.sort(out.copy_to_host()[:got].view(np.float32))[::-1].astype(np.float64)
+        return vals, vals + w * vals
 
     def fallback() -> tuple[int, float, int, float]:
         return _radix.threshold_search(sys.modules[__name__], gains, None, w, m, threads)
@@ -935,7 +1018,8 @@ _SPREF = 64 if SIMULATOR else 8
 _STILE = _TPC * _SPREF  # items of one canonical block per tile
 _SUB_ITEMS = _SUB * _STILE  # items of a tile, all canonical blocks
 _SUB_LANES = _SUB * LANES  # lane threads of a CUDA block
-assert BLOCK % _STILE == 0 and _STILE % LANES == 0 and _SUB_LANES <= _TPB
+_LANE_BATCH = 8  # terms a lane thread reads from shared memory before adding them
+assert BLOCK % _STILE == 0 and _STILE % (LANES * _LANE_BATCH) == 0 and _SUB_LANES <= _TPB
 
 
 @_kernel
@@ -970,6 +1054,8 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
     ah = 0.0
     ag = 0.0
     buf = cuda.local.array(_SPREF, np.float64)
+    bh = cuda.local.array(_LANE_BATCH, np.float64)
+    bg = cuda.local.array(_LANE_BATCH, np.float64)
     steps = _BLOCK // _STILE
     for s in range(steps):
         t0 = lo + s * _STILE
@@ -992,9 +1078,14 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
             tg[sub * _STILE + k * _TPC + part] = gr
         cuda.syncthreads()
         if tid < _SUB_LANES:
-            for j in range(_STILE // LANES):
-                ah += th[lsub * _STILE + lane + j * LANES]
-                ag += tg[lsub * _STILE + lane + j * LANES]
+            at = lsub * _STILE + lane
+            for j0 in range(0, _STILE // LANES, _LANE_BATCH):
+                for k in range(_LANE_BATCH):  # the shared loads first, then the dependent adds
+                    bh[k] = th[at + (j0 + k) * LANES]
+                    bg[k] = tg[at + (j0 + k) * LANES]
+                for k in range(_LANE_BATCH):
+                    ah += bh[k]
+                    ag += bg[k]
         cuda.syncthreads()
         if cuda.blockIdx.x * _SUB * _BLOCK + (s + 1) * _STILE >= n:
             break  # past the last item of every block of this CUDA block
@@ -1021,6 +1112,77 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
         mins[blk] = mm
 
 
+#: Items each support-sum lane loads ahead of summing them (loads in flight per thread).
+_PREFETCH = 2 if SIMULATOR else 8
+
+
+@_kernel
+def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, mins):
+    """Canonical block sums, a thread per (block, lane): the many-block layout.
+
+    Each thread loads and sums its lane's items itself; with 8 threads per 65,536 points
+    it fills the GPU only for large pools (see :data:`_TILE_MAX_BLOCKS`).
+    """
+    sh = cuda.shared.array(_TPB, np.float64)
+    sg = cuda.shared.array(_TPB, np.float64)
+    sc = cuda.shared.array(_TPB, np.int64)
+    sm = cuda.shared.array(_TPB, np.float64)
+    t = cuda.grid(1)
+    tid = cuda.threadIdx.x
+    blk = t // _LANES
+    lane = t % _LANES
+    n = g.shape[0]
+    ah = 0.0
+    ag = 0.0
+    c = 0
+    mn = math.inf
+    if blk < nblk:
+        lo = blk * _BLOCK
+        hi = min(n, lo + _BLOCK)
+        buf = cuda.local.array(_PREFETCH, np.float64)
+        for i0 in range(lo + lane, hi, _LANES * _PREFETCH):
+            # the next _PREFETCH items of this lane are loaded before any is summed: the
+            # loads overlap (a lane's sum is a dependent chain; its loads need not be)
+            for k in range(_PREFETCH):
+                i = i0 + k * _LANES
+                buf[k] = np.float64(g[i]) if i < hi else -1.0
+            for k in range(_PREFETCH):
+                i = i0 + k * _LANES
+                if i < hi:
+                    gi = buf[k]
+                    a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+                    if gi >= tau and a > 0:
+                        r = 1.0 / a
+                        ah += r
+                        ag += _mul(gi, r)
+                        c += 1
+                        mn = min(mn, a)
+    sh[tid] = ah
+    sg[tid] = ag
+    sc[tid] = c
+    sm[tid] = mn
+    cuda.syncthreads()
+    if lane == 0 and blk < nblk:
+        tot_h[blk] = ((sh[tid] + sh[tid + 1]) + (sh[tid + 2] + sh[tid + 3])) + (
+            (sh[tid + 4] + sh[tid + 5]) + (sh[tid + 6] + sh[tid + 7])
+        )
+        tot_g[blk] = ((sg[tid] + sg[tid + 1]) + (sg[tid + 2] + sg[tid + 3])) + (
+            (sg[tid + 4] + sg[tid + 5]) + (sg[tid + 6] + sg[tid + 7])
+        )
+        cc = 0
+        mm = math.inf
+        for j in range(_LANES):
+            cc += sc[tid + j]
+            mm = min(mm, sm[tid + j])
+        counts[blk] = cc
+        mins[blk] = mm
+
+
+#: Pools of at most this many canonical blocks take the tile layout (``_support_kernel``),
+#: larger ones a thread per lane (``_support_lane_kernel``): the same bits either way.
+_TILE_MAX_BLOCKS = 4096
+
+
 def support_block_sums(gains, losses, w, tau, threads):
     """Per block (host arrays): canonical sums over ``g >= tau, a > 0``.
 
@@ -1029,13 +1191,16 @@ def support_block_sums(gains, losses, w, tau, threads):
     n = gains.shape[0]
     nblk = -(-n // BLOCK)
     lv, has = _losses_arg(losses)
-    tot_h = cuda.device_array(nblk, np.float64)
-    tot_g = cuda.device_array(nblk, np.float64)
-    counts = cuda.device_array(nblk, np.int64)
-    mins = cuda.device_array(nblk, np.float64)
-    _support_kernel[-(-nblk // _SUB), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
-                                               counts, mins)
-    return tot_h.copy_to_host(), tot_g.copy_to_host(), counts.copy_to_host(), mins.copy_to_host()
+    out = _Packed([(nblk, np.float64, 0), (nblk, np.float64, 0), (nblk, np.int64, 0), (nblk, np.float64, 0)])
+    tot_h, tot_g, counts, mins = out.dev
+    if nblk <= _TILE_MAX_BLOCKS:
+        _support_kernel[-(-nblk // _SUB), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
+                                                counts, mins)
+    else:
+        _support_lane_kernel[_grid(nblk * LANES), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
+                                                        counts, mins)
+    h, g, c, mn = out.fetch()
+    return h, g, c, mn
 
 
 def support_sums(gains, losses, w, tau, threads):
@@ -1163,11 +1328,18 @@ def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     tid = cuda.threadIdx.x
     base = cuda.blockIdx.x * _L2
     certain = 0
+    vb = cuda.local.array(_CHUNK, np.float64)
+    for k in range(_CHUNK):  # the loads first (g is q itself when use_q): _CHUNK in flight
+        i = base + k * _TPB + tid
+        if i < n:
+            vb[k] = np.float64(g[i])
     for k in range(_CHUNK):
         i = base + k * _TPB + tid
         u = np.int64(0)
         if i < n:
-            u = _units(_prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf))
+            gi = vb[k]
+            p = gi if use_q else _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
+            u = _units(p)
             if u == _ONE:
                 cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
                 certain += 1
@@ -1450,19 +1622,24 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     """
     fill, nu, gc, gf, lc, lf = params
     nblk = -(-n // BLOCK)
-    bits = _full(-(-n // 32), 0, np.uint32)
-    taken_count = _full(nblk, 0, np.int64)
-    tot1 = cuda.device_array(-(-n // _L1), np.int64)
-    tot2 = cuda.device_array(-(-n // _L2), np.int64)
+    words = -(-n // 32)
+    if SIMULATOR or stream is not None:  # (the leftovers' merge: small, and its bitmap is read afterwards)
+        bits = _full(words, 0, np.uint32)
+    else:
+        bits = _scratch("bits", words, np.uint32)
+        bits.gpu_data.memset(0, words * 4)
+    out = _Packed([(nblk, np.int64, 0), (nblk, np.int64, 0), (nblk, np.float64, 0)])
+    taken_count, left_idx, left_mass = out.dev
+    tot1 = _scratch("tot1", -(-n // _L1), np.int64)
+    tot2 = _scratch("tot2", -(-n // _L2), np.int64)
     _chunk_kernel[-(-n // _L2), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc,
                                                 lf, n, tot1, tot2, bits, taken_count)
-    left_idx = cuda.device_array(nblk, np.int64)
-    left_mass = cuda.device_array(nblk, np.float64)
     _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
         g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, np.uint64(key), np.uint64(stream or 0),
         stream is None, nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass,
     )
-    return bits, taken_count.copy_to_host(), left_idx.copy_to_host(), left_mass.copy_to_host()
+    per_block, li, lm = out.fetch()
+    return bits, per_block, li, lm
 
 
 _NO_PARAMS = (0, 0.0, 0.0, 0.0, 0.0, 0.0)

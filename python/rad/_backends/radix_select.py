@@ -219,9 +219,13 @@ def sample_bracket(gains: FloatArray, losses: FloatArray | None, w: float, m: fl
     y = np.asarray(gains[idx], dtype=np.float64)
     if y.shape[0] == 0 or not np.all((y >= 0) & (y <= np.finfo(gains.dtype).max)):
         return full_bracket(nbits)
-    a = y + (np.asarray(losses[idx], dtype=np.float64) if losses is not None else w * y)
-    order = np.argsort(-y, kind="stable")
-    y, a = y[order], a[order]
+    if losses is None:  # a follows y: a plain sort (the order among equal gains is immaterial)
+        y = np.sort(y)[::-1]
+        a = y + w * y
+    else:
+        a = y + np.asarray(losses[idx], dtype=np.float64)
+        order = np.argsort(-y, kind="stable")
+        y, a = y[order], a[order]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         r_ = np.where(a > 0, 1.0 / np.where(a > 0, a, 1.0), 0.0)
         h = np.concatenate(([0.0], np.cumsum(r_)[:-1]))
