@@ -107,12 +107,14 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
     grid = kern._resident_grid(n)
     fast32 = hasattr(kern, "_fast32") and kern._fast32(d, None, w)  # the pass the search runs
 
+    fine = kern._FINE32 if fast32 else R.FINE
+
     def once(lo: int, hi: int, blocks: int) -> float:
-        sh = R.bracket_shift(lo, hi)
-        cnt = kern._full(R.FINE, 0, np.int64)
-        hh = kern._full(R.FINE, 0.0, np.float64)
-        gg = kern._full(R.FINE, 0.0, np.float64)
-        mnb = kern._full(R.FINE, np.iinfo(np.uint64).max, np.uint64)
+        sh = R.bracket_shift(lo, hi, fine) if fast32 else R.bracket_shift(lo, hi)
+        cnt = kern._full(fine, 0, np.int64)
+        hh = kern._full(fine, 0.0, np.float64)
+        gg = kern._full(fine, 0.0, np.float64)
+        mnb = kern._full(fine, np.iinfo(np.uint64).max, np.uint64)
         scal = kern._full(3, 0.0, np.float64)
         icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max, 0], dtype=np.uint64))
         start, stop = cuda.event(), cuda.event()

@@ -15,7 +15,10 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+try:  # a built rad on PYTHONPATH wins (its compiled core merges DepRound's leftovers on the host)
+    import rad  # noqa: F401
+except ImportError:  # else the checkout's sources
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 
 
 def main() -> int:

@@ -190,14 +190,19 @@ def _stride_grid(n: int) -> int:
 _SMS: list[int] = []
 
 
-def _resident_grid(n: int) -> int:
-    """Blocks for kernels with per-block shared state: about six resident per SM."""
+def _sm_count() -> int:
+    """The GPU's multiprocessors (1 on the simulator)."""
     if not _SMS:
         try:
             _SMS.append(int(cuda.get_current_device().MULTIPROCESSOR_COUNT))
         except Exception:  # the simulator's device has no attributes
             _SMS.append(1)
-    return max(1, min(-(-n // _TPB), 6 * _SMS[0]))
+    return _SMS[0]
+
+
+def _resident_grid(n: int) -> int:
+    """Blocks for kernels with per-block shared state: about six resident per SM."""
+    return max(1, min(-(-n // _TPB), 6 * _sm_count()))
 
 
 def _dummy() -> Any:
@@ -690,7 +695,7 @@ def _bracket_gather_kernel(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, ke
 _FAST_LO = np.uint32(0x00800000)  # 2^-126
 _FAST_HI = np.uint32(0x7E800000)  # 2^126
 _SIGN32 = np.uint32(0x80000000)
-_SLOTS32 = 64 if SIMULATOR else 2048  # the float32 pass's bin cache: 20 bytes a slot (40 KB)
+_FINE32 = 2048  # the float32 pass's bins, all in shared memory: 16 bytes a bin (32 KB)
 _UNROLL32 = 2 if SIMULATOR else 8  # loads in flight per thread of the float32 pass
 
 if SIMULATOR:
@@ -728,42 +733,23 @@ def _steer_inv_a(u, w, inv1w):
     return 1.0 / a if a > 0 else 0.0
 
 
-@cuda.jit(device=True)
-def _slot32_add(tag, scnt, sh, smn, cnt, hh, mnbits, b, r, u):
-    """The float32 pass's bin cache: as ``_slot_add`` without the ``g / a`` sums."""
-    slot = b & np.int32(_SLOTS32 - 1)
-    t = tag[slot]
-    if t == -1:
-        t = cuda.atomic.cas(tag, slot, np.int32(-1), b)
-        if t == -1:
-            t = b
-    if t == b:
-        cuda.atomic.add(scnt, slot, np.int32(1))
-        cuda.atomic.add(sh, slot, r)
-        cuda.atomic.min(smn, slot, u)
-    else:
-        cuda.atomic.add(cnt, b, np.int64(1))
-        cuda.atomic.add(hh, b, r)
-        cuda.atomic.min(mnbits, b, np.uint64(u))
-
-
 @_kernel
 def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icnt):
     """The bracket's pass for float32 gains with RAD losses (see the note above).
 
     ``scal = (h_above,)``, ``icnt = (n_above, n_below, bad, min bits above, n_positive)``;
-    bins: counts, sums of ``1 / a`` and minimum bits.
+    the bracket's :data:`_FINE32` bins (counts, sums of ``1 / a``, minimum bits) are held
+    whole in shared memory, so a point inside the bracket costs three shared atomics and
+    the global bins one flush per CUDA block.
     """
-    tag = cuda.shared.array(_SLOTS32, np.int32)
-    scnt = cuda.shared.array(_SLOTS32, np.int32)
-    sh_ = cuda.shared.array(_SLOTS32, np.float64)
-    smn = cuda.shared.array(_SLOTS32, np.uint32)
+    scnt = cuda.shared.array(_FINE32, np.uint32)
+    sh_ = cuda.shared.array(_FINE32, np.float64)
+    smn = cuda.shared.array(_FINE32, np.uint32)
     bsum = cuda.shared.array(1, np.float64)
     bcnt = cuda.shared.array(5, np.uint64)
     tid = cuda.threadIdx.x
-    for j in range(tid, _SLOTS32, cuda.blockDim.x):
-        tag[j] = -1
-        scnt[j] = 0
+    for j in range(tid, _FINE32, cuda.blockDim.x):
+        scnt[j] = np.uint32(0)
         sh_[j] = 0.0
         smn[j] = np.uint32(0xFFFFFFFF)
     if tid == 0:
@@ -783,14 +769,12 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
     stride = np.uint32(cuda.gridsize(1))
     n32 = np.uint32(n)
     ub = cuda.local.array(_UNROLL32, np.uint32)
-    stash = cuda.local.array(_UNROLL32, np.uint32)
     i0 = np.uint32(cuda.grid(1))
     while i0 < n32:
         for k in range(_UNROLL32):  # _UNROLL32 loads in flight before the first is used
             i = i0 + np.uint32(k) * stride
             if i < n32:
                 ub[k] = raw[i]
-        ns = 0
         for k in range(_UNROLL32):
             if i0 + np.uint32(k) * stride >= n32:
                 break
@@ -808,13 +792,11 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
                 minb = min(minb, u)
             elif u < ulo:
                 nbl += np.uint32(1)
-            else:  # inside: binned after the batch, so a warp's lanes bin together
-                stash[ns] = u
-                ns += 1
-        for j in range(ns):
-            u = stash[j]
-            r = _steer_inv_a(u, w, inv1w) if u != 0 else 0.0
-            _slot32_add(tag, scnt, sh_, smn, cnt, hh, mnbits, np.int32((u - ulo) >> sh), r, u)
+            else:
+                b = np.int32((u - ulo) >> sh)
+                cuda.atomic.add(scnt, b, np.uint32(1))
+                cuda.atomic.add(sh_, b, _steer_inv_a(u, w, inv1w) if u != 0 else 0.0)
+                cuda.atomic.min(smn, b, u)
         i0 += np.uint32(_UNROLL32) * stride
     cuda.atomic.add(bsum, 0, ha)
     cuda.atomic.add(bcnt, 0, np.uint64(na))
@@ -823,12 +805,12 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
     cuda.atomic.min(bcnt, 3, np.uint64(minb))
     cuda.atomic.add(bcnt, 4, np.uint64(npos))
     cuda.syncthreads()
-    for j in range(tid, _SLOTS32, cuda.blockDim.x):
-        t = tag[j]
-        if t >= 0:
-            cuda.atomic.add(cnt, t, np.int64(scnt[j]))
-            cuda.atomic.add(hh, t, sh_[j])
-            cuda.atomic.min(mnbits, t, np.uint64(smn[j]))
+    for j in range(tid, _FINE32, cuda.blockDim.x):
+        c = scnt[j]
+        if c != 0:
+            cuda.atomic.add(cnt, j, np.int64(c))
+            cuda.atomic.add(hh, j, sh_[j])
+            cuda.atomic.min(mnbits, j, np.uint64(smn[j]))
     if tid == 0:
         cuda.atomic.add(scal, 0, bsum[0])
         cuda.atomic.add(icnt, 0, bcnt[0])
@@ -878,11 +860,11 @@ def _bracketed32(gains, w, m, threads, ulo, uhi):
     uhi = max(1, min(uhi, inf_bits))
     if ulo >= uhi:
         ulo = uhi - 1
-    sh = _radix.bracket_shift(ulo, uhi)
+    sh = _radix.bracket_shift(ulo, uhi, _FINE32)
     inv1w = 1.0 / (1.0 + w)
-    out = _Packed([(_FINE, np.int64, 0), (_FINE, np.float64, 0), (_FINE, np.uint64, 0xFF), (1, np.float64, 0),
+    out = _Packed([(_FINE32, np.int64, 0), (_FINE32, np.float64, 0), (_FINE32, np.uint64, 0xFF), (1, np.float64, 0),
                    (3, np.uint64, 0), (1, np.uint64, 0xFF), (1, np.uint64, 0)])
-    cnt, hh_d, mnbits, scal, icnt = out.dev[0], out.dev[1], out.dev[2], out.dev[3], out.buf[3 * _FINE + 1:]
+    cnt, hh_d, mnbits, scal, icnt = out.dev[0], out.dev[1], out.dev[2], out.dev[3], out.buf[3 * _FINE32 + 1:]
     _bracket32_kernel[_resident_grid(n), _TPB](raw, n, float(w), inv1w, np.uint32(ulo), np.uint32(uhi),
                                                np.uint32(sh), cnt, hh_d, mnbits, scal, icnt)
     c, hh, mnb, sc, i3, imin, ipos = out.fetch()
@@ -1316,60 +1298,73 @@ def _set_bit(bits, i):
 @_kernel
 def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, n, tot1, tot2, bits,
                   taken_count):
-    """Phase 1 of DepRound: one CUDA block per ``_L2`` items, its chunk totals of both levels.
+    """Phase 1 of DepRound: the chunk totals of both levels, ``_L2`` items at a time.
 
-    Thread ``t`` quantizes items ``t, t + _TPB, ...`` of the block (coalesced reads) into
+    A CUDA block walks the ``_L2``-item chunks ``blockIdx, blockIdx + gridDim, ...``.
+    Thread ``t`` quantizes items ``t, t + _TPB, ...`` of a chunk (coalesced reads) into
     shared memory; the int64 totals (certain items excluded) of every ``_L1`` items and of
-    the block follow, and the certain items (``Q == ONE``) are marked taken.
+    the chunk follow, and the certain items (``Q == ONE``) are marked taken. The next
+    chunk's loads are issued before this chunk's totals are formed, so they overlap.
     """
     su = cuda.shared.array(_L2, np.int64)
     s0 = cuda.shared.array(_TPB, np.int64)
     s1 = cuda.shared.array(_L1_PER_L2, np.int64)
     tid = cuda.threadIdx.x
-    base = cuda.blockIdx.x * _L2
-    certain = 0
+    nchunks = (n + _L2 - 1) // _L2
     vb = cuda.local.array(_CHUNK, np.float64)
+    c = cuda.blockIdx.x
     for k in range(_CHUNK):  # the loads first (g is q itself when use_q): _CHUNK in flight
-        i = base + k * _TPB + tid
+        i = c * _L2 + k * _TPB + tid
         if i < n:
             vb[k] = np.float64(g[i])
-    for k in range(_CHUNK):
-        i = base + k * _TPB + tid
-        u = np.int64(0)
-        if i < n:
-            gi = vb[k]
-            p = gi if use_q else _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
-            u = _units(p)
-            if u == _ONE:
-                cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
-                certain += 1
-                u = np.int64(0)
-        su[k * _TPB + tid] = u
-    if certain:
-        cuda.atomic.add(taken_count, base // _BLOCK, certain)
-    cuda.syncthreads()
-    # The totals as a tree of short sums (integer sums: any order gives the same bits):
-    # every thread adds _CHUNK consecutive items, _L1 // _CHUNK of those make an L1
-    # total, _L1_PER_L2 L1 totals the block's. Rotated starts spread the threads over the
-    # shared-memory banks.
-    s = np.int64(0)
-    for j in range(_CHUNK):
-        s += su[tid * _CHUNK + ((j + tid) & (_CHUNK - 1))]
-    s0[tid] = s
-    cuda.syncthreads()
-    if tid < _L1_PER_L2:
+    while c < nchunks:
+        base = c * _L2
+        certain = 0
+        for k in range(_CHUNK):
+            i = base + k * _TPB + tid
+            u = np.int64(0)
+            if i < n:
+                gi = vb[k]
+                p = gi if use_q else _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc,
+                                                  lf)
+                u = _units(p)
+                if u == _ONE:
+                    cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
+                    certain += 1
+                    u = np.int64(0)
+            su[k * _TPB + tid] = u
+        if certain:
+            cuda.atomic.add(taken_count, base // _BLOCK, certain)
+        cuda.syncthreads()
+        nxt = c + cuda.gridDim.x
+        for k in range(_CHUNK):  # the next chunk's loads, in flight while the totals form
+            i = nxt * _L2 + k * _TPB + tid
+            if i < n:
+                vb[k] = np.float64(g[i])
+        # The totals as a tree of short sums (integer sums: any order gives the same bits):
+        # every thread adds _CHUNK consecutive items, _L1 // _CHUNK of those make an L1
+        # total, _L1_PER_L2 L1 totals the chunk's. Rotated starts spread the threads over
+        # the shared-memory banks. (The next chunk writes su, s0 and s1 only after
+        # barriers every thread passes after its last read of them here.)
         s = np.int64(0)
-        for j in range(_PARTS_PER_L1):
-            s += s0[tid * _PARTS_PER_L1 + ((j + tid) & (_PARTS_PER_L1 - 1))]
-        s1[tid] = s
-        if base + tid * _L1 < n:
-            tot1[base // _L1 + tid] = s
-    cuda.syncthreads()
-    if tid == 0:
-        s = np.int64(0)
-        for j in range(_L1_PER_L2):
-            s += s1[j]
-        tot2[base // _L2] = s
+        for j in range(_CHUNK):
+            s += su[tid * _CHUNK + ((j + tid) & (_CHUNK - 1))]
+        s0[tid] = s
+        cuda.syncthreads()
+        if tid < _L1_PER_L2:
+            s = np.int64(0)
+            for j in range(_PARTS_PER_L1):
+                s += s0[tid * _PARTS_PER_L1 + ((j + tid) & (_PARTS_PER_L1 - 1))]
+            s1[tid] = s
+            if base + tid * _L1 < n:
+                tot1[base // _L1 + tid] = s
+        cuda.syncthreads()
+        if tid == 0:
+            s = np.int64(0)
+            for j in range(_L1_PER_L2):
+                s += s1[j]
+            tot2[base // _L2] = s
+        c = nxt
 
 
 @cuda.jit(device=True)
@@ -1632,8 +1627,8 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     taken_count, left_idx, left_mass = out.dev
     tot1 = _scratch("tot1", -(-n // _L1), np.int64)
     tot2 = _scratch("tot2", -(-n // _L2), np.int64)
-    _chunk_kernel[-(-n // _L2), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc,
-                                                lf, n, tot1, tot2, bits, taken_count)
+    _chunk_kernel[min(-(-n // _L2), 8 * _sm_count()), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu,
+                                                             gc, gf, lc, lf, n, tot1, tot2, bits, taken_count)
     _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
         g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, np.uint64(key), np.uint64(stream or 0),
         stream is None, nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass,

@@ -249,10 +249,10 @@ BracketPass = Callable[[], tuple[Any, ...]]
 BracketGather = Callable[[int], tuple[Any, Any]]
 
 
-def bracket_shift(lo: int, hi: int) -> int:
-    """The shift that maps the ordered bits ``[lo, hi)`` onto at most :data:`FINE` bins."""
+def bracket_shift(lo: int, hi: int, fine: int = FINE) -> int:
+    """The shift that maps the ordered bits ``[lo, hi)`` onto at most ``fine`` bins."""
     sh = 0
-    while ((hi - lo - 1) >> sh) >= FINE:
+    while ((hi - lo - 1) >> sh) >= fine:
         sh += 1
     return sh
 
