@@ -950,26 +950,31 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
 
 
 #: Points in the device's bracket sample (runs of 64): a quarter of the CPU's, since the
-#: host sorts it while the GPU waits (the bracket only steers speed, never the answer).
+#: host sorts it while the GPU waits (the bracket only steers speed, never the answer);
+#: the CPU's 2^16 from 2^28 points with RAD losses, where the host's plain sort of the
+#: sample (a third of a millisecond) costs less than the inside points it saves (the
+#: bracket's width falls as one over the root of the sample).
 _SAMPLE = 1 << 14
+_SAMPLE_LARGE, _LARGE_POOL = 1 << 16, 1 << 28
 
 
 def _sample_bracket(gains, losses, w, m):
-    """The bracket of :func:`rad._backends.radix_select.sample_bracket`, from 2^14 points.
+    """The bracket of :func:`rad._backends.radix_select.sample_bracket`, from 2^14 or 2^16 points.
 
     The strided sample is gathered on the device and scanned as a pool of its own with
     ``m`` scaled by ``sample / n`` (the same test as scaling its sums by ``n / sample``).
     """
     n = gains.shape[0]
-    if n <= _SAMPLE:
+    size = _SAMPLE_LARGE if n >= _LARGE_POOL and losses is None else _SAMPLE
+    if n <= size:
         idx = np.arange(n)
     else:
-        runs = _SAMPLE // _radix.SAMPLE_RUN
+        runs = size // _radix.SAMPLE_RUN
         starts = (n - _radix.SAMPLE_RUN) // (runs - 1) * np.arange(runs)
         idx = (starts[:, None] + np.arange(_radix.SAMPLE_RUN)[None, :]).ravel()
     ys = _Sampled(gains)[idx]
     ls = None if losses is None else _Sampled(losses)[idx]
-    return _radix.sample_bracket(ys, ls, w, m * idx.shape[0] / n)
+    return _radix.sample_bracket(ys, ls, w, m * idx.shape[0] / n, sample=idx.shape[0])
 
 
 def threshold_search(gains, losses, w, m, threads):
@@ -1298,73 +1303,60 @@ def _set_bit(bits, i):
 @_kernel
 def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, n, tot1, tot2, bits,
                   taken_count):
-    """Phase 1 of DepRound: the chunk totals of both levels, ``_L2`` items at a time.
+    """Phase 1 of DepRound: one CUDA block per ``_L2`` items, its chunk totals of both levels.
 
-    A CUDA block walks the ``_L2``-item chunks ``blockIdx, blockIdx + gridDim, ...``.
-    Thread ``t`` quantizes items ``t, t + _TPB, ...`` of a chunk (coalesced reads) into
+    Thread ``t`` quantizes items ``t, t + _TPB, ...`` of the block (coalesced reads) into
     shared memory; the int64 totals (certain items excluded) of every ``_L1`` items and of
-    the chunk follow, and the certain items (``Q == ONE``) are marked taken. The next
-    chunk's loads are issued before this chunk's totals are formed, so they overlap.
+    the block follow, and the certain items (``Q == ONE``) are marked taken.
     """
     su = cuda.shared.array(_L2, np.int64)
     s0 = cuda.shared.array(_TPB, np.int64)
     s1 = cuda.shared.array(_L1_PER_L2, np.int64)
     tid = cuda.threadIdx.x
-    nchunks = (n + _L2 - 1) // _L2
+    base = cuda.blockIdx.x * _L2
+    certain = 0
     vb = cuda.local.array(_CHUNK, np.float64)
-    c = cuda.blockIdx.x
     for k in range(_CHUNK):  # the loads first (g is q itself when use_q): _CHUNK in flight
-        i = c * _L2 + k * _TPB + tid
+        i = base + k * _TPB + tid
         if i < n:
             vb[k] = np.float64(g[i])
-    while c < nchunks:
-        base = c * _L2
-        certain = 0
-        for k in range(_CHUNK):
-            i = base + k * _TPB + tid
-            u = np.int64(0)
-            if i < n:
-                gi = vb[k]
-                p = gi if use_q else _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc,
-                                                  lf)
-                u = _units(p)
-                if u == _ONE:
-                    cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
-                    certain += 1
-                    u = np.int64(0)
-            su[k * _TPB + tid] = u
-        if certain:
-            cuda.atomic.add(taken_count, base // _BLOCK, certain)
-        cuda.syncthreads()
-        nxt = c + cuda.gridDim.x
-        for k in range(_CHUNK):  # the next chunk's loads, in flight while the totals form
-            i = nxt * _L2 + k * _TPB + tid
-            if i < n:
-                vb[k] = np.float64(g[i])
-        # The totals as a tree of short sums (integer sums: any order gives the same bits):
-        # every thread adds _CHUNK consecutive items, _L1 // _CHUNK of those make an L1
-        # total, _L1_PER_L2 L1 totals the chunk's. Rotated starts spread the threads over
-        # the shared-memory banks. (The next chunk writes su, s0 and s1 only after
-        # barriers every thread passes after its last read of them here.)
+    for k in range(_CHUNK):
+        i = base + k * _TPB + tid
+        u = np.int64(0)
+        if i < n:
+            gi = vb[k]
+            p = gi if use_q else _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
+            u = _units(p)
+            if u == _ONE:
+                cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
+                certain += 1
+                u = np.int64(0)
+        su[k * _TPB + tid] = u
+    if certain:
+        cuda.atomic.add(taken_count, base // _BLOCK, certain)
+    cuda.syncthreads()
+    # The totals as a tree of short sums (integer sums: any order gives the same bits):
+    # every thread adds _CHUNK consecutive items, _L1 // _CHUNK of those make an L1
+    # total, _L1_PER_L2 L1 totals the block's. Rotated starts spread the threads over the
+    # shared-memory banks.
+    s = np.int64(0)
+    for j in range(_CHUNK):
+        s += su[tid * _CHUNK + ((j + tid) & (_CHUNK - 1))]
+    s0[tid] = s
+    cuda.syncthreads()
+    if tid < _L1_PER_L2:
         s = np.int64(0)
-        for j in range(_CHUNK):
-            s += su[tid * _CHUNK + ((j + tid) & (_CHUNK - 1))]
-        s0[tid] = s
-        cuda.syncthreads()
-        if tid < _L1_PER_L2:
-            s = np.int64(0)
-            for j in range(_PARTS_PER_L1):
-                s += s0[tid * _PARTS_PER_L1 + ((j + tid) & (_PARTS_PER_L1 - 1))]
-            s1[tid] = s
-            if base + tid * _L1 < n:
-                tot1[base // _L1 + tid] = s
-        cuda.syncthreads()
-        if tid == 0:
-            s = np.int64(0)
-            for j in range(_L1_PER_L2):
-                s += s1[j]
-            tot2[base // _L2] = s
-        c = nxt
+        for j in range(_PARTS_PER_L1):
+            s += s0[tid * _PARTS_PER_L1 + ((j + tid) & (_PARTS_PER_L1 - 1))]
+        s1[tid] = s
+        if base + tid * _L1 < n:
+            tot1[base // _L1 + tid] = s
+    cuda.syncthreads()
+    if tid == 0:
+        s = np.int64(0)
+        for j in range(_L1_PER_L2):
+            s += s1[j]
+        tot2[base // _L2] = s
 
 
 @cuda.jit(device=True)
@@ -1627,8 +1619,8 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     taken_count, left_idx, left_mass = out.dev
     tot1 = _scratch("tot1", -(-n // _L1), np.int64)
     tot2 = _scratch("tot2", -(-n // _L2), np.int64)
-    _chunk_kernel[min(-(-n // _L2), 8 * _sm_count()), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu,
-                                                             gc, gf, lc, lf, n, tot1, tot2, bits, taken_count)
+    _chunk_kernel[-(-n // _L2), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, n, tot1,
+                                      tot2, bits, taken_count)
     _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
         g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, np.uint64(key), np.uint64(stream or 0),
         stream is None, nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass,

@@ -201,15 +201,19 @@ def full_bracket(nbits: int) -> tuple[int, int]:
     return 0, ordered_bits(float("inf"), nbits)
 
 
-def sample_bracket(gains: FloatArray, losses: FloatArray | None, w: float, m: float) -> tuple[int, int]:
+def sample_bracket(
+    gains: FloatArray, losses: FloatArray | None, w: float, m: float, sample: int | None = None
+) -> tuple[int, int]:
     """``(lo, hi)`` ordered bits bracketing tau, from a strided sample of 2^14 or 2^16 gains.
 
     The sample's own threshold scan (sums scaled by ``n / sample size``) gives a rank
-    ``r``; the bracket spans the sample ranks ``r -+ (4 sqrt(r) + 32)``.
+    ``r``; the bracket spans the sample ranks ``r -+ (4 sqrt(r) + 32)``. ``sample``
+    overrides the sample size (the CUDA backend passes a sample it gathered: all of it).
     """
     nbits = 32 if gains.dtype == np.float32 else 64
     n = gains.shape[0]
-    sample = SAMPLE if n >= 1 << 24 else SAMPLE_SMALL
+    if sample is None:
+        sample = SAMPLE if n >= 1 << 24 else SAMPLE_SMALL
     if n <= sample:
         idx = np.arange(n)
     else:
