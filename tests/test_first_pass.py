@@ -192,3 +192,76 @@ def test_invalid_values_are_reported(backend: str) -> None:
         assert status == 2
         with pytest.raises(ValueError, match=r"gains\[70001\]"):
             rad.select(g, 10.0, 5, backend=backend)
+
+
+def _walk_reference(vals, avals, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, m, g_total, scale):
+    """The boundary bin's walk as a plain loop: tie groups in descending order, D tested at
+    each group's first point, the group's points added one by one (the definition that
+    ``radix_select.resolve_gathered`` computes with running sums)."""
+    inf = float("inf")
+    order = sorted(range(len(vals)), key=lambda i: -float(vals[i]))  # stable, like the kernels
+    h, gs, tau, k = acc_h, acc_g, last_min, acc_n
+    d_in, d_out = pass_d, fail_d
+    s = 0
+    while s < len(order):
+        y = float(vals[order[s]])
+        d = y * h - gs + m
+        if d < 0:
+            d_out = d
+            break
+        d_in = inf if k == 0 else d
+        tau = y
+        while s < len(order) and float(vals[order[s]]) == y:
+            a = float(avals[order[s]])
+            if a > 0:
+                h += 1.0 / a
+                gs += y / a
+            s += 1
+            k += 1
+    margin = 1e-10 * (abs(tau) * h + gs + m)
+    status = int(abs(d_in) < margin or abs(d_out) < margin or abs(g_total - m) < 1e-10 * scale)
+    if not all(np.isfinite([h, gs, g_total])) or d_in != d_in or d_out != d_out:
+        status = 1
+    return status, tau, k, g_total
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 40), st.integers(0, 5), st.integers(0, 2**32 - 1))
+def test_resolve_gathered_is_the_walk(size: int, kind: int, seed: int) -> None:
+    """The vectorised resolution of a gathered bin against the loop that defines it: ties,
+    zero and negative zero gains, a <= 0, sums that start at zero or not, and (kind 5) an
+    empty start with m = 0, where D is exactly 0 at the first group (the near-tie flag)."""
+    from rad._backends.radix_select import resolve_gathered
+
+    rng = np.random.default_rng(seed)
+    vals = rng.random(size)
+    if kind == 1:
+        vals = np.round(vals * 4) / 4  # few distinct values: long tie groups
+    if kind == 2:
+        vals[rng.random(size) < 0.3] = 0.0
+    avals = vals * (1 + rng.random()) if kind != 3 else rng.random(size) - 0.3  # kind 3: some a <= 0
+    if kind == 4 and size:
+        avals[rng.integers(0, size)] = 0.0
+        vals[rng.integers(0, size)] = -0.0
+    acc_h = float(rng.random() * 10) if seed % 3 else 0.0
+    m = float(rng.random() * 5)
+    if kind == 5:
+        acc_h, m = 0.0, 0.0
+    args = (vals, avals, acc_h, acc_h * float(rng.random()), int(rng.integers(0, 3)) if acc_h else 0,
+            float(rng.random()), float(rng.random()), -float(rng.random()), m, float(rng.random() * 10), 10.0)
+    assert str(resolve_gathered(*args)) == str(_walk_reference(*args))
+
+
+def test_resolve_gathered_flags_a_tie_at_a_later_group() -> None:
+    """D exactly 0 at the second tie group of a bin that starts the support (nothing above
+    it): the near-tie flag must see that group's D, as the walk does."""
+    from rad._backends.radix_select import resolve_gathered
+
+    vals = np.array([0.25, 1.0, 0.5, 1.0])
+    avals = 2.0 * vals
+    h1, g1 = 2 * (1.0 / 2.0), 2 * (1.0 / 2.0)  # the first group: two points of g = 1, a = 2
+    m = g1 - 0.5 * h1  # D at the second group (g = 0.5): 0.5 h1 - g1 + m = 0 exactly
+    args = (vals, avals, 0.0, 0.0, 0, float("inf"), float("inf"), float("-inf"), m, 10.0, 10.0 + m)
+    got = resolve_gathered(*args)
+    assert got == _walk_reference(*args)
+    assert got[0] == 1  # the tie is flagged

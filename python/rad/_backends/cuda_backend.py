@@ -565,6 +565,16 @@ class _Sampled:
         return out.copy_to_host()
 
 
+@cuda.jit(device=True)
+def _pass_counts(dst, n_above, n_below, bad, min_bits):
+    """A bracket pass's counters into ``dst`` (a block's, then the grid's): the counts
+    added, the bad flag maxed, the minimum bits above the bracket minimised."""
+    cuda.atomic.add(dst, 0, n_above)
+    cuda.atomic.add(dst, 1, n_below)
+    cuda.atomic.max(dst, 2, bad)
+    cuda.atomic.min(dst, 3, min_bits)
+
+
 @_kernel
 def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ulo, sh,
                     cnt, hh, gg, mnbits, scal, icnt):
@@ -639,20 +649,14 @@ def _bracket_kernel(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, u
     cuda.atomic.add(bsum, 0, gt)
     cuda.atomic.add(bsum, 1, ha)
     cuda.atomic.add(bsum, 2, ga)
-    cuda.atomic.add(bcnt, 0, na)
-    cuda.atomic.add(bcnt, 1, nbl)
-    cuda.atomic.max(bcnt, 2, bad)
-    cuda.atomic.min(bcnt, 3, minb)
+    _pass_counts(bcnt, na, nbl, bad, minb)
     cuda.syncthreads()
     _slots_flush(tag, scnt, sh_, sg, smn, cnt, hh, gg, mnbits)
     if tid == 0:
         cuda.atomic.add(scal, 0, bsum[0])
         cuda.atomic.add(scal, 1, bsum[1])
         cuda.atomic.add(scal, 2, bsum[2])
-        cuda.atomic.add(icnt, 0, bcnt[0])
-        cuda.atomic.add(icnt, 1, bcnt[1])
-        cuda.atomic.max(icnt, 2, bcnt[2])
-        cuda.atomic.min(icnt, 3, bcnt[3])
+        _pass_counts(icnt, bcnt[0], bcnt[1], bcnt[2], bcnt[3])
 
 
 @_kernel
@@ -733,6 +737,16 @@ def _steer_inv_a(u, w, inv1w):
     return 1.0 / a if a > 0 else 0.0
 
 
+@cuda.jit(device=True)
+def _load32(raw, i0, stride, n32, ub):
+    """A thread's next ``_UNROLL32`` points ``i0, i0 + stride, ...``: every load issued
+    before any is used, so that many are in flight (one at a time is latency-bound)."""
+    for k in range(_UNROLL32):
+        i = i0 + np.uint32(k) * stride
+        if i < n32:
+            ub[k] = raw[i]
+
+
 @_kernel
 def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icnt):
     """The bracket's pass for float32 gains with RAD losses (see the note above).
@@ -771,10 +785,7 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
     ub = cuda.local.array(_UNROLL32, np.uint32)
     i0 = np.uint32(cuda.grid(1))
     while i0 < n32:
-        for k in range(_UNROLL32):  # _UNROLL32 loads in flight before the first is used
-            i = i0 + np.uint32(k) * stride
-            if i < n32:
-                ub[k] = raw[i]
+        _load32(raw, i0, stride, n32, ub)
         for k in range(_UNROLL32):
             if i0 + np.uint32(k) * stride >= n32:
                 break
@@ -799,10 +810,7 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
                 cuda.atomic.min(smn, b, u)
         i0 += np.uint32(_UNROLL32) * stride
     cuda.atomic.add(bsum, 0, ha)
-    cuda.atomic.add(bcnt, 0, np.uint64(na))
-    cuda.atomic.add(bcnt, 1, np.uint64(nbl))
-    cuda.atomic.max(bcnt, 2, np.uint64(bad))
-    cuda.atomic.min(bcnt, 3, np.uint64(minb))
+    _pass_counts(bcnt, np.uint64(na), np.uint64(nbl), np.uint64(bad), np.uint64(minb))
     cuda.atomic.add(bcnt, 4, np.uint64(npos))
     cuda.syncthreads()
     for j in range(tid, _FINE32, cuda.blockDim.x):
@@ -813,10 +821,7 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
             cuda.atomic.min(mnbits, j, np.uint64(smn[j]))
     if tid == 0:
         cuda.atomic.add(scal, 0, bsum[0])
-        cuda.atomic.add(icnt, 0, bcnt[0])
-        cuda.atomic.add(icnt, 1, bcnt[1])
-        cuda.atomic.max(icnt, 2, bcnt[2])
-        cuda.atomic.min(icnt, 3, bcnt[3])
+        _pass_counts(icnt, bcnt[0], bcnt[1], bcnt[2], bcnt[3])
         cuda.atomic.add(icnt, 4, bcnt[4])
 
 
@@ -828,10 +833,7 @@ def _bracket32_gather_kernel(raw, n, ulo, uhi, sh, key, pos, out):
     ub = cuda.local.array(_UNROLL32, np.uint32)
     i0 = np.uint32(cuda.grid(1))
     while i0 < n32:
-        for k in range(_UNROLL32):  # the loads first, as in the pass
-            i = i0 + np.uint32(k) * stride
-            if i < n32:
-                ub[k] = raw[i]
+        _load32(raw, i0, stride, n32, ub)
         for k in range(_UNROLL32):
             if i0 + np.uint32(k) * stride >= n32:
                 break
@@ -994,6 +996,12 @@ def threshold_levels(gains, losses, w, m, threads):
 # ------------------------------------------------------------------ canonical sums
 
 
+@cuda.jit(device=True)
+def _lane_tree(x, j):
+    """The canonical combination of the 8 lane sums ``x[j:j + 8]`` (``rad._backends.canonical``)."""
+    return ((x[j] + x[j + 1]) + (x[j + 2] + x[j + 3])) + ((x[j + 4] + x[j + 5]) + (x[j + 6] + x[j + 7]))
+
+
 #: The support sums' layout: a CUDA block serves _SUB canonical blocks with _TPC threads
 #: each; a tile is _SPREF coalesced loads per thread.
 _SUB = 2 if SIMULATOR else 4
@@ -1080,13 +1088,8 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
         lg[tid] = ag
     cuda.syncthreads()
     if part == 0 and blk < nblk:
-        j = sub * LANES
-        tot_h[blk] = ((lh[j] + lh[j + 1]) + (lh[j + 2] + lh[j + 3])) + (
-            (lh[j + 4] + lh[j + 5]) + (lh[j + 6] + lh[j + 7])
-        )
-        tot_g[blk] = ((lg[j] + lg[j + 1]) + (lg[j + 2] + lg[j + 3])) + (
-            (lg[j + 4] + lg[j + 5]) + (lg[j + 6] + lg[j + 7])
-        )
+        tot_h[blk] = _lane_tree(lh, sub * LANES)
+        tot_g[blk] = _lane_tree(lg, sub * LANES)
         cc = 0
         mm = math.inf
         for t in range(sub * _TPC, (sub + 1) * _TPC):
@@ -1147,12 +1150,8 @@ def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, coun
     sm[tid] = mn
     cuda.syncthreads()
     if lane == 0 and blk < nblk:
-        tot_h[blk] = ((sh[tid] + sh[tid + 1]) + (sh[tid + 2] + sh[tid + 3])) + (
-            (sh[tid + 4] + sh[tid + 5]) + (sh[tid + 6] + sh[tid + 7])
-        )
-        tot_g[blk] = ((sg[tid] + sg[tid + 1]) + (sg[tid + 2] + sg[tid + 3])) + (
-            (sg[tid + 4] + sg[tid + 5]) + (sg[tid + 6] + sg[tid + 7])
-        )
+        tot_h[blk] = _lane_tree(sh, tid)
+        tot_g[blk] = _lane_tree(sg, tid)
         cc = 0
         mm = math.inf
         for j in range(_LANES):
