@@ -567,8 +567,10 @@ class _Sampled:
 
 @cuda.jit(device=True)
 def _pass_counts(dst, n_above, n_below, bad, min_bits):
-    """A bracket pass's counters into ``dst`` (a block's, then the grid's): the counts
-    added, the bad flag maxed, the minimum bits above the bracket minimised."""
+    """A bracket pass's counters into ``dst`` (a block's, then the grid's).
+
+    The counts are added, the bad flag maxed, the minimum bits above the bracket minimised.
+    """
     cuda.atomic.add(dst, 0, n_above)
     cuda.atomic.add(dst, 1, n_below)
     cuda.atomic.max(dst, 2, bad)
@@ -739,8 +741,11 @@ def _steer_inv_a(u, w, inv1w):
 
 @cuda.jit(device=True)
 def _load32(raw, i0, stride, n32, ub):
-    """A thread's next ``_UNROLL32`` points ``i0, i0 + stride, ...``: every load issued
-    before any is used, so that many are in flight (one at a time is latency-bound)."""
+    """A thread's next ``_UNROLL32`` points ``i0, i0 + stride, ...`` into ``ub``.
+
+    Every load is issued before any is used, so that many are in flight (one at a time
+    is latency-bound).
+    """
     for k in range(_UNROLL32):
         i = i0 + np.uint32(k) * stride
         if i < n32:
