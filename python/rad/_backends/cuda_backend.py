@@ -16,11 +16,13 @@ copy). The kernels that decide the result reproduce the CPU backends bit for bit
   its fallback. Bin sums are accumulated with atomics (a shared-memory cache of bins per
   CUDA block, then global atomics): they only steer decisions that carry a rounding
   margin, and a gathered bin is put back in index order before it is resolved, so ``k*``
-  and the threshold are those of the CPU backends.
-* :func:`support_sums` sums in the canonical order of :mod:`rad._backends.canonical`: one
-  thread per (block, lane), items ``p = lane, lane + 8, ...`` of a 65,536-item block
-  summed sequentially, the eight lanes combined as ``((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))``,
-  the block totals added sequentially on the host. Products feeding a sum are rounded
+  and the threshold are those of the CPU backends. Float32 gains with RAD losses take
+  a cheaper pass (``_bracket32_kernel``, see the note above it and docs/design.md §3).
+* :func:`support_sums` sums in the canonical order of :mod:`rad._backends.canonical`:
+  items ``p = lane, lane + 8, ...`` of a 65,536-item block summed sequentially per lane,
+  the eight lanes combined as ``((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))``, the block totals
+  added sequentially on the host; a thread per (block, lane) for large pools, shared-
+  memory tiles for up to 4,096 blocks (``_support_kernel``). Products feeding a sum are rounded
   with ``__dmul_rn`` and sums with ``__dadd_rn`` where NVVM could contract them into an
   FMA; divisions are IEEE (``div.rn``).
 * :func:`depround_params` / :func:`depround_q` run the fixed-point sequence of
