@@ -172,11 +172,17 @@ def _probability(g, l, fill_loss, nu, gain_cut, gain_frac, loss_cut, loss_frac):
 
 
 @cuda.jit(device=True)
-def _prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf):
+def _prob_of(v, losses, has_losses, w, use_q, i, fill_loss, nu, gc, gf, lc, lf):
+    """Item ``i``'s probability from its loaded value ``v``: ``q[i]`` itself, or its gain's."""
     if use_q:
-        return q[i]
-    gi = np.float64(g[i])
-    return _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
+        return v
+    return _probability(v, _loss(losses, has_losses, w, i, v), fill_loss, nu, gc, gf, lc, lf)
+
+
+@cuda.jit(device=True)
+def _prob_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf):
+    v = q[i] if use_q else np.float64(g[i])
+    return _prob_of(v, losses, has_losses, w, use_q, i, fill_loss, nu, gc, gf, lc, lf)
 
 
 def _grid(n: int, tpb: int = _TPB) -> int:
@@ -396,6 +402,11 @@ def _fill_kernel(x, value):
         x[i] = value
 
 
+def _memset(arr: Any, byte: int) -> None:
+    """Every byte of the device array ``arr`` (or view) set to ``byte``: one driver call."""
+    arr.gpu_data.memset(byte, arr.size * arr.dtype.itemsize)
+
+
 def _full(n: int, value: Any, dtype: Any) -> Any:
     """A device array of ``n`` copies of ``value``, filled on the device (no host transfer)."""
     if SIMULATOR:  # a Python loop there: the host fill is the fast one
@@ -403,7 +414,7 @@ def _full(n: int, value: Any, dtype: Any) -> Any:
     out = cuda.device_array(n, dtype=dtype)
     pattern = np.array([value], dtype=dtype).tobytes()
     if n and pattern == pattern[:1] * len(pattern):  # 0, 0.0, all ones: a memset, not a kernel launch
-        out.gpu_data.memset(pattern[0], n * len(pattern))
+        _memset(out, pattern[0])
     elif n:
         _fill_kernel[_stride_grid(n), _TPB](out, np.dtype(dtype).type(value))
     return out
@@ -455,7 +466,7 @@ class _Packed:
         fills = {fill for length, _, fill in parts if length}
         if len(fills) <= 1 and not SIMULATOR:
             self.buf = cuda.device_array(words, np.uint64)
-            self.buf.gpu_data.memset(fills.pop() if fills else 0, words * 8)
+            _memset(self.buf, fills.pop() if fills else 0)
         else:
             host = np.zeros(words, np.uint64)
             for (lo, hi, _), (_, _, fill) in zip(self.bounds, parts):
@@ -731,12 +742,11 @@ else:
 def _steer_inv_a(u, w, inv1w):
     """``1 / a`` with ``a = g + w g`` for the gain with bits ``u`` (> 0), to ~2^-44."""
     x = _f32_of_bits(u)
+    gd = np.float64(x)
     if u >= _FAST_LO and u < _FAST_HI:
-        gd = np.float64(x)
         r = np.float64(_approx_rcp(x))
         r = r + r * (1.0 - gd * r)
         return r * inv1w
-    gd = np.float64(x)
     a = gd + w * gd
     return 1.0 / a if a > 0 else 0.0
 
@@ -861,14 +871,25 @@ def _fast32(gains: Any, losses: Any, w: float) -> bool:
     return gains.dtype == np.float32 and losses is None and 1.0 + w > 0 and w == w and n + reach < (1 << 32)
 
 
+def _clamp_bracket(ulo: int, uhi: int, nbits: int) -> tuple[int, int, int]:
+    """``(ulo, uhi, bits of +inf)``: the bracket clipped to the finite values, never empty."""
+    inf_bits = _radix.full_bracket(nbits)[1]
+    uhi = max(1, min(uhi, inf_bits))
+    return min(ulo, uhi - 1), uhi, inf_bits
+
+
+def _bin_minima(c: np.ndarray, mnbits: np.ndarray, minb: int, inf_bits: int, nbits: int) -> tuple[np.ndarray, float]:
+    """The bins' minimum gains (inf for empty bins) and the minimum above the bracket."""
+    mn = _bits_to_float(mnbits, nbits)
+    mn[c == 0] = np.inf
+    return mn, _radix.edge_value(minb, nbits) if minb < inf_bits else float("inf")
+
+
 def _bracketed32(gains, w, m, threads, ulo, uhi):
     """:func:`_bracketed` through the float32 pass (same decisions, cheaper steering sums)."""
     raw = gains.view(np.uint32)
     n = gains.shape[0]
-    inf_bits = _radix.full_bracket(32)[1]
-    uhi = max(1, min(uhi, inf_bits))
-    if ulo >= uhi:
-        ulo = uhi - 1
+    ulo, uhi, inf_bits = _clamp_bracket(ulo, uhi, 32)
     sh = _radix.bracket_shift(ulo, uhi, _FINE32)
     inv1w = 1.0 / (1.0 + w)
     out = _Packed([(_FINE32, np.int64, 0), (_FINE32, np.float64, 0), (_FINE32, np.uint64, 0xFF), (1, np.float64, 0),
@@ -877,11 +898,9 @@ def _bracketed32(gains, w, m, threads, ulo, uhi):
     _bracket32_kernel[_resident_grid(n), _TPB](raw, n, float(w), inv1w, np.uint32(ulo), np.uint32(uhi),
                                                np.uint32(sh), cnt, hh_d, mnbits, scal, icnt)
     c, hh, mnb, sc, i3, imin, ipos = out.fetch()
-    mn = _bits_to_float(mnb, 32)
-    mn[c == 0] = np.inf
     h_above = float(sc[0])
-    n_above, n_below, bad, minb, npos = int(i3[0]), int(i3[1]), int(i3[2]), int(imin[0]), int(ipos[0])
-    last_min = _radix.edge_value(minb, 32) if minb < inf_bits else float("inf")
+    n_above, n_below, bad, npos = int(i3[0]), int(i3[1]), int(i3[2]), int(ipos[0])
+    mn, last_min = _bin_minima(c, mnb, int(imin[0]), inf_bits, 32)
     # the sums of g / a: counts times 1 / (1 + w) (see the note above _FAST_LO)
     res = (bool(bad), npos * inv1w, h_above, n_above * inv1w, n_above, last_min, n_below, c,
            hh, c * inv1w, mn)
@@ -899,10 +918,8 @@ def _bracketed32(gains, w, m, threads, ulo, uhi):
         vals = np.sort(out.copy_to_host()[:got].view(np.float32))[::-1].astype(np.float64)
         return vals, vals + w * vals
 
-    def fallback() -> tuple[int, float, int, float]:
-        return _radix.threshold_search(sys.modules[__name__], gains, None, w, m, threads)
-
-    return _radix.bracket_resolve(res, ulo, uhi, sh, 32, float(m), gather, fallback)
+    return _radix.bracket_resolve(res, ulo, uhi, sh, 32, float(m), gather,
+                                  lambda: threshold_levels(gains, None, w, m, threads))
 
 
 def _bits_to_float(bits: np.ndarray, nbits: int) -> np.ndarray:
@@ -914,10 +931,7 @@ def _bits_to_float(bits: np.ndarray, nbits: int) -> np.ndarray:
 def _bracketed(gains, losses, w, m, threads, ulo, uhi):
     nbits, raw, sign = _bit_view(gains)
     n = gains.shape[0]
-    inf_bits = _radix.full_bracket(nbits)[1]
-    uhi = max(1, min(uhi, inf_bits))
-    if ulo >= uhi:
-        ulo = uhi - 1
+    ulo, uhi, inf_bits = _clamp_bracket(ulo, uhi, nbits)
     lv, has = _losses_arg(losses)
     sh = _radix.bracket_shift(ulo, uhi)
     cnt = _full(_FINE, 0, np.int64)
@@ -931,11 +945,9 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
         _radix.edge_value(uhi, nbits), np.uint64(ulo), np.uint64(sh), cnt, hh, gg, mnbits, scal, icnt,
     )
     c = cnt.copy_to_host()
-    mn = _bits_to_float(mnbits.copy_to_host(), nbits)
-    mn[c == 0] = np.inf
     g_total, h_above, g_above = (float(v) for v in scal.copy_to_host())
     n_above, n_below, bad, minb = (int(v) for v in icnt.copy_to_host())
-    last_min = _radix.edge_value(minb, nbits) if minb < inf_bits else float("inf")
+    mn, last_min = _bin_minima(c, mnbits.copy_to_host(), minb, inf_bits, nbits)
     res = (bool(bad), g_total, h_above, g_above, n_above, last_min, n_below, c, hh.copy_to_host(),
            gg.copy_to_host(), mn)
 
@@ -952,10 +964,8 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
         order = np.argsort(idx.copy_to_host()[:got], kind="stable")
         return vals.copy_to_host()[:got][order], avals.copy_to_host()[:got][order]
 
-    def fallback() -> tuple[int, float, int, float]:
-        return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)
-
-    return _radix.bracket_resolve(res, ulo, uhi, sh, nbits, float(m), gather, fallback)
+    return _radix.bracket_resolve(res, ulo, uhi, sh, nbits, float(m), gather,
+                                  lambda: threshold_levels(gains, losses, w, m, threads))
 
 
 #: Points in the device's bracket sample (runs of 64): a quarter of the CPU's, since the
@@ -1189,8 +1199,7 @@ def support_block_sums(gains, losses, w, tau, threads):
     else:
         _support_lane_kernel[_grid(nblk * LANES), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
                                                         counts, mins)
-    h, g, c, mn = out.fetch()
-    return h, g, c, mn
+    return tuple(out.fetch())
 
 
 def support_sums(gains, losses, w, tau, threads):
@@ -1327,9 +1336,7 @@ def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
         i = base + k * _TPB + tid
         u = np.int64(0)
         if i < n:
-            gi = vb[k]
-            p = gi if use_q else _probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf)
-            u = _units(p)
+            u = _units(_prob_of(vb[k], losses, has_losses, w, use_q, i, fill_loss, nu, gc, gf, lc, lf))
             if u == _ONE:
                 cuda.atomic.or_(bits, i >> 5, np.uint32(1) << np.uint32(i & 31))
                 certain += 1
@@ -1617,7 +1624,7 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
         bits = _full(words, 0, np.uint32)
     else:
         bits = _scratch("bits", words, np.uint32)
-        bits.gpu_data.memset(0, words * 4)
+        _memset(bits, 0)
     out = _Packed([(nblk, np.int64, 0), (nblk, np.int64, 0), (nblk, np.float64, 0)])
     taken_count, left_idx, left_mass = out.dev
     tot1 = _scratch("tot1", -(-n // _L1), np.int64)
