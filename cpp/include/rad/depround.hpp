@@ -15,6 +15,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -57,13 +58,13 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 // indices (in ascending order if `ascending`, else as found). One streaming pass keeps each
 // item's units and the chunk offsets O_c (exact int64 sums of kChunk items' units); a
 // crossing, a pick or a mass is then found by binary search over the chunk ends O_{c+1}
-// and a re-summation of the one chunk that holds it from the kept units. The same M, the same decisions, the same draws as canonical.round_sequence
-// (tests compare every backend with the NumPy definition), with 8 bytes of scratch per
-// item (its units, so a chunk looked up again costs no division) plus 8 per kChunk items,
-// and q computed once per item.
+// and a re-summation of the one chunk that holds it. The same M, the same decisions, the
+// same draws as canonical.round_sequence (tests compare every backend with the NumPy
+// definition), with 8 bytes of scratch per kChunk items plus, in a dense block, 8 per item
+// (its units, so a chunk looked up again costs no division).
 //
 // fill(i0, count, out) writes q of local items [i0, i0 + count) (vectorisable); it is
-// called once per item: a chunk looked up again reads the units kept from the pass.
+// called once per item by the pass, and again for a chunk looked up in a sparse stretch.
 template <class Fill>
 Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, std::vector<std::int64_t>& taken,
                        Fill&& fill, bool ascending = false) {
@@ -80,30 +81,56 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     O[0] = 0;
     double sub[kSub];
     std::int64_t su[kSub];
+    // Items' units are kept from the point where the block turns out dense (more than one
+    // unit of mass per kDenseItems items so far): there lookups are many (a capped pool
+    // picks every few items). A sparse block is looked up a few times per pick, and
+    // refilling the one chunk (kChunk divisions) is cheaper than storing every item's units.
+    constexpr std::int64_t kDenseItems = 2048;
+    std::int64_t keep_from = len;
     for (std::int64_t s0 = 0; s0 < len; s0 += kSub) {
         const std::int64_t cnt = std::min(kSub, len - s0);
+        if (keep_from == len && s0 > 0 && O[s0 / kChunk] > kOne / kDenseItems * s0) keep_from = s0;
         fill(s0, cnt, sub);
-        // Branch-free (vectorisable) units; the rare certain items are taken afterwards.
-        std::int64_t top = 0;  // a max reduction vectorises (a count of u == kOne does not)
-        for (std::int64_t i = 0; i < cnt; ++i) {
-            const std::int64_t u = units(sub[i]);
-            su[i] = u;
-            top = u > top ? u : top;
+        // Units (branch-free, one 8-wide vector per chunk: kChunk == 8), their max and the
+        // chunk offsets in one pass; the rare certain items are taken afterwards.
+        using namespace simd;
+        const d8 zero = splat8(0.0), one = splat8(1.0), scale = splat8(kUnitScale), half = splat8(0.5);
+        l8 topv = {};
+        auto chunk_offsets = [&]() {
+            std::int64_t run = O[s0 / kChunk];  // in a register: O may alias su for the compiler
+            for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
+                const std::int64_t c1 = std::min(cnt, c0 + kChunk);
+                for (std::int64_t i = c0; i < c1; ++i) run += su[i];
+                O[(s0 + c0) / kChunk + 1] = run;
+            }
+        };
+        if (cnt == kSub) {
+            std::int64_t run = O[s0 / kChunk];
+            for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk) {
+                const d8 p = load8(sub + c0);
+                const d8 x = select(p > zero, select(p < one, p, one), zero);  // units(): the same operations
+                const l8 u = __builtin_convertvector(x * scale + half, l8);
+                std::memcpy(su + c0, &u, sizeof u);
+                topv = u > topv ? u : topv;
+                run += simd::hsum(u);
+                O[(s0 + c0) / kChunk + 1] = run;
+            }
+        } else {
+            for (std::int64_t i = 0; i < cnt; ++i) su[i] = units(sub[i]);
+            chunk_offsets();
         }
-        if (top == kOne)
+        std::int64_t top = 0;
+        for (int j = 0; j < 8; ++j) top = std::max(top, topv[j]);
+        for (std::int64_t i = cnt == kSub ? cnt : 0; i < cnt; ++i) top = std::max(top, su[i]);
+        if (top == kOne) {
             for (std::int64_t i = 0; i < cnt; ++i)
                 if (su[i] == kOne) {
                     taken.push_back(base_index + s0 + i);
                     su[i] = 0;
                 }
-        std::copy(su, su + cnt, units_of + s0);
-        for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
-            const std::int64_t c1 = std::min(cnt, c0 + kChunk);
-            std::int64_t local = 0;
-            for (std::int64_t i = c0; i < c1; ++i) local += su[i];
-            const std::int64_t c = (s0 + c0) / kChunk;
-            O[c + 1] = O[c] + local;
+            chunk_offsets();
         }
+        if (s0 >= keep_from) std::copy(su, su + cnt, units_of + s0);
     }
     // One chunk again: its units and running sums (cum[i] = O_c + local).
     std::int64_t cm[kChunk], cc[kChunk];
@@ -113,9 +140,18 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         loaded = c;
         const std::int64_t lo = c * kChunk;
         clen = std::min(kChunk, len - lo);
+        if (lo >= keep_from) {
+            std::copy(units_of + lo, units_of + lo + clen, cm);
+        } else {
+            double q[kChunk];
+            fill(lo, clen, q);
+            for (std::int64_t j = 0; j < clen; ++j) {
+                const std::int64_t u = units(q[j]);
+                cm[j] = u == kOne ? 0 : u;  // certain items were taken by the pass
+            }
+        }
         std::int64_t run = O[c];
         for (std::int64_t j = 0; j < clen; ++j) {
-            cm[j] = units_of[lo + j];
             run += cm[j];
             cc[j] = run;
         }

@@ -11,6 +11,9 @@
 #ifdef RAD_HAVE_OPENMP
 #include <omp.h>
 #endif
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace rad {
 
@@ -46,6 +49,19 @@ inline bool cancelled() { return cancel_flag().load(std::memory_order_relaxed); 
 inline std::atomic<std::uint64_t>& cancel_epoch() {
     static std::atomic<std::uint64_t> epoch{0};
     return epoch;
+}
+
+// Software prefetch for the streaming passes: ask for the cache lines `kPrefetchBytes`
+// ahead of `p`. Each pass reads one stream and does a division per point; with the
+// hardware prefetcher alone the project's VM reads such a stream at ~4 GB/s per core,
+// with this ~1.6x faster (benchmarks/RESULTS.md). A prefetch never faults, so reading
+// ahead past the end of an array is harmless.
+constexpr std::int64_t kPrefetchBytes = 4096;
+
+template <class T>
+inline void prefetch_lines(const T* p, std::int64_t bytes) {
+    const char* c = reinterpret_cast<const char*>(p) + kPrefetchBytes;
+    for (std::int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
 }
 
 // Run body(block) for every block, on up to `threads` threads.
@@ -136,6 +152,48 @@ inline d4 load(const double* p) {
     d4 d;
     std::memcpy(&d, p, sizeof d);
     return d;
+}
+
+// Eight-wide: lane j of one vector is lane j of the canonical order (item p % 8 == j).
+// One 512-bit register where the machine has AVX-512, two 256-bit halves otherwise (the
+// compiler splits the operations; the same IEEE operations lane by lane either way).
+typedef double d8 __attribute__((vector_size(64)));
+typedef std::int64_t l8 __attribute__((vector_size(64)));
+typedef float f8 __attribute__((vector_size(32)));
+
+inline d8 splat8(double x) { return d8{x, x, x, x, x, x, x, x}; }
+inline d8 select(l8 m, d8 a, d8 b) { return reinterpret_cast<d8>((reinterpret_cast<l8>(a) & m) | (reinterpret_cast<l8>(b) & ~m)); }
+inline d8 load8(const float* p) {
+    f8 f;
+    std::memcpy(&f, p, sizeof f);
+#if defined(__AVX512F__)
+    return reinterpret_cast<d8>(_mm512_cvtps_pd(reinterpret_cast<__m256>(f)));  // one instruction, not four
+#else
+    return __builtin_convertvector(f, d8);
+#endif
+}
+inline d8 load8(const double* p) {
+    d8 d;
+    std::memcpy(&d, p, sizeof d);
+    return d;
+}
+// The sum of the eight lanes (integers: any order gives the same value).
+inline std::int64_t hsum(l8 v) {
+#if defined(__AVX512F__)
+    return _mm512_reduce_add_epi64(reinterpret_cast<__m512i>(v));
+#else
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+#endif
+}
+// Bit j set iff lane j of the mask is set.
+inline unsigned movemask(l8 m) {
+#if defined(__AVX512DQ__)
+    return static_cast<unsigned>(_mm512_movepi64_mask(reinterpret_cast<__m512i>(m)));
+#else
+    unsigned r = 0;
+    for (int j = 0; j < 8; ++j) r |= static_cast<unsigned>(m[j] & 1) << j;
+    return r;
+#endif
 }
 }  // namespace simd
 

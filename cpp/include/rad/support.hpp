@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -50,9 +51,28 @@ inline double probability(double g, double l, const Params& p) {
 template <class T>
 void probability_fill(const T* g, Losses L, const Params& p, std::int64_t i0, std::int64_t count, double* out) {
     const double nu = p.nu, gc = p.gain_cut, gf = p.gain_frac, lc = p.loss_cut, lf = p.loss_frac;
+    prefetch_lines(g + i0, count * static_cast<std::int64_t>(sizeof(T)));  // callers stream forward
+    if (L.values) prefetch_lines(L.values + i0, count * static_cast<std::int64_t>(sizeof(double)));
     auto run = [&](auto has_losses) {
         if (!p.fill_loss) {
-            for (std::int64_t j = 0; j < count; ++j) {
+            std::int64_t j = 0;
+            {
+                // The loop below, eight items per step as one vector.
+                using namespace simd;
+                const d8 nuv = splat8(nu), gcv = splat8(gc), gfv = splat8(gf), one = splat8(1.0), zero = splat8(0.0),
+                         w = splat8(L.w);
+                for (; j + 8 <= count; j += 8) {
+                    const d8 gi = load8(g + i0 + j);
+                    const d8 l = decltype(has_losses)::value ? load8(L.values + i0 + j) : w * gi;
+                    const d8 a = gi + l;
+                    const d8 d = nuv / a;
+                    const d8 cap = select(a <= nuv, one, d);
+                    const d8 part = gfv * cap;
+                    const d8 v = select(gi > gcv, cap, select(gi == gcv, part, zero));
+                    std::memcpy(out + j, &v, sizeof v);
+                }
+            }
+            for (; j < count; ++j) {
                 const double gi = g[i0 + j];
                 const double l = decltype(has_losses)::value ? L.values[i0 + j] : L.w * gi;
                 const double a = gi + l;
@@ -187,6 +207,15 @@ BlockSums support_block_sums(const T* g, Losses L, std::int64_t n, double tau, i
                 cnt -= in;
                 mnv = select(in & (a < mnv), a, mnv);
             };
+            constexpr std::int64_t kRun = 64;
+            for (; i + kRun <= hi; i += kRun) {
+                prefetch_lines(g + i, kRun * sizeof(T));
+                if (L.values) prefetch_lines(L.values + i, kRun * sizeof(double));
+                for (std::int64_t q = 0; q < kRun; q += kLanes) {
+                    step(i + q, h0, s0, m0, c0);
+                    step(i + q + 4, h1, s1, m1, c1);
+                }
+            }
             for (; i + kLanes <= hi; i += kLanes) {
                 step(i, h0, s0, m0, c0);
                 step(i + 4, h1, s1, m1, c1);

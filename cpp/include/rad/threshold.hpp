@@ -329,7 +329,8 @@ struct alignas(64) BracketAcc {
 
 
 // One thread's share [lo, hi) of the bracket pass. Values are compared, not bits: for
-// non-negative floats v >= from_bits(u) iff ordered_bits(v) >= u.
+// non-negative floats v >= from_bits(u) iff ordered_bits(v) >= u. Eight points per step
+// (one 8-wide vector); the division of a step is kept for the points inside the bracket.
 template <class T, bool HasLosses>
 void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, uint_of<T> ulo, uint_of<T> uhi,
                         int sh, BracketAcc& acc, std::int64_t* cnt, double* hh, double* gg, double* mn) {
@@ -337,59 +338,55 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
     using namespace simd;
     constexpr int kRun = 64;
     const double inf = std::numeric_limits<double>::infinity();
-    auto loss = [&](std::int64_t i, double gi) { return HasLosses ? L.values[i] : L.w * gi; };
-    auto inside = [&](std::int64_t i) {
-        {
-            const U u = ordered_bits(g[i]);
-            if (u < ulo || u >= uhi) return;
-            const double gi = g[i];
-            const double a = gi + loss(i, gi);
-            const double r = a > 0 ? 1.0 / a : 0.0;
-            const std::size_t b = static_cast<std::size_t>((u - ulo) >> sh);
-            cnt[b] += 1;
-            hh[b] += r;
-            gg[b] += gi * r;
-            mn[b] = std::min(mn[b], gi);
-        }
+    auto inside = [&](std::int64_t i, double r) {  // r = 1/a of point i (0 where a = 0)
+        const double gi = g[i];
+        const std::size_t b = static_cast<std::size_t>((ordered_bits(g[i]) - ulo) >> sh);
+        cnt[b] += 1;
+        hh[b] += r;
+        gg[b] += gi * r;
+        mn[b] = std::min(mn[b], gi);
     };
-    const d4 lo_v = splat(static_cast<double>(from_bits<T>(ulo))), hi_v = splat(static_cast<double>(from_bits<T>(uhi)));
-    const d4 zero = splat(0.0), one = splat(1.0), w = splat(L.w), maxv = splat(static_cast<double>(std::numeric_limits<T>::max()));
-    d4 t0 = zero, t1 = zero, h0 = zero, h1 = zero, s0 = zero, s1 = zero, m0 = splat(inf), m1 = splat(inf);
-    l4 a0 = {}, a1 = {}, b0 = {}, b1 = {}, bad = {};
-    auto step = [&](std::int64_t p, d4& t, d4& h, d4& s, d4& mnv, l4& na, l4& nb) {
-        const d4 x = load(g + p);
-        d4 a;
-        if constexpr (HasLosses) a = x + load(L.values + p);
-        else a = x + w * x;
-        const l4 pos = a > zero;
-        const d4 r = select(pos, one / select(pos, a, one), zero);
-        const d4 gr = x * r;
-        t += gr;
-        const l4 up = x >= hi_v;
-        h += select(up, r, zero);
-        s += select(up, gr, zero);
-        na -= up;
-        mnv = select(up & (x < mnv), x, mnv);
-        nb -= x < lo_v;
-        bad |= ~((x >= zero) & (x <= maxv));
-        return movemask((x >= lo_v) & (x < hi_v));
-    };
+    const d8 lo_v = splat8(static_cast<double>(from_bits<T>(ulo))), hi_v = splat8(static_cast<double>(from_bits<T>(uhi)));
+    const d8 zero = splat8(0.0), one = splat8(1.0), w = splat8(L.w), maxv = splat8(static_cast<double>(std::numeric_limits<T>::max()));
+    d8 t = zero, h = zero, s = zero, mnv = splat8(inf);
+    l8 n_up = {}, n_ge_lo = {}, bad = {};
+    alignas(64) double rrun[kRun];
     std::int64_t i = lo;
     for (; i + kRun <= hi; i += kRun) {
         if (((i - lo) & 0xFFFF) == 0 && cancelled()) break;
+        prefetch_lines(g + i, kRun * sizeof(T));
+        if constexpr (HasLosses) prefetch_lines(L.values + i, kRun * sizeof(double));
         std::uint64_t in = 0;
         for (int q = 0; q < kRun; q += 8) {
-            in |= static_cast<std::uint64_t>(step(i + q, t0, h0, s0, m0, a0, b0)) << q;
-            in |= static_cast<std::uint64_t>(step(i + q + 4, t1, h1, s1, m1, a1, b1)) << (q + 4);
+            const d8 x = load8(g + i + q);
+            d8 a;
+            if constexpr (HasLosses) a = x + load8(L.values + i + q);
+            else a = x + w * x;
+            const d8 r = select(a > zero, one / a, zero);  // 1/0 = inf, selected away
+            std::memcpy(rrun + q, &r, sizeof r);
+            const d8 gr = x * r;
+            t += gr;
+            const l8 up = x >= hi_v, ge_lo = x >= lo_v;
+            h += select(up, r, zero);
+            s += select(up, gr, zero);
+            n_up -= up;
+            n_ge_lo -= ge_lo;
+            mnv = select(up & (x < mnv), x, mnv);
+            bad |= ~((x >= zero) & (x <= maxv));
+            in |= static_cast<std::uint64_t>(movemask(ge_lo & ~up)) << q;
         }
-        for (; in; in &= in - 1) inside(i + __builtin_ctzll(in));
+        for (; in; in &= in - 1) {
+            const int j = __builtin_ctzll(in);
+            inside(i + j, rrun[j]);
+        }
     }
     double lt[8], lh[8], lg[8], lmin[8];
-    std::int64_t la[8], lb[8];
     bool any_bad = false;
-    for (int j = 0; j < 4; ++j) {
-        lt[j] = t0[j], lt[j + 4] = t1[j], lh[j] = h0[j], lh[j + 4] = h1[j], lg[j] = s0[j], lg[j + 4] = s1[j];
-        lmin[j] = m0[j], lmin[j + 4] = m1[j], la[j] = a0[j], la[j + 4] = a1[j], lb[j] = b0[j], lb[j + 4] = b1[j];
+    std::int64_t above = 0, below = i - lo;  // below: the points not >= lo (all valid here)
+    for (int j = 0; j < 8; ++j) {
+        lt[j] = t[j], lh[j] = h[j], lg[j] = s[j], lmin[j] = mnv[j];
+        above += n_up[j];
+        below -= n_ge_lo[j];
         any_bad |= bad[j] != 0;
     }
     for (; i < hi; ++i) {
@@ -397,28 +394,26 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
         any_bad |= !(v >= T(0) && v <= std::numeric_limits<T>::max());
         const U u = ordered_bits(v);
         const double gi = v;
-        const double a = gi + loss(i, gi);
+        const double a = gi + (HasLosses ? L.values[i] : L.w * gi);
         const double r = a > 0 ? 1.0 / a : 0.0;
         lt[0] += gi * r;
         if (u >= uhi) {
             lh[0] += r;
             lg[0] += gi * r;
-            la[0] += 1;
+            above += 1;
             lmin[0] = std::min(lmin[0], gi);
         } else if (u < ulo) {
-            lb[0] += 1;
+            below += 1;
         } else {
-            inside(i);
+            inside(i, r);
         }
     }
     acc.g_total = combine_lanes(lt);
     acc.h = combine_lanes(lh);
     acc.g = combine_lanes(lg);
-    for (int j = 0; j < 8; ++j) {
-        acc.above += la[j];
-        acc.below += lb[j];
-        acc.min = std::min(acc.min, lmin[j]);
-    }
+    acc.above = above;
+    acc.below = below;
+    for (int j = 0; j < 8; ++j) acc.min = std::min(acc.min, lmin[j]);
     acc.bad = any_bad;
 }
 
@@ -512,8 +507,13 @@ ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double
         boundary = lowest;
     }
     if (cnt[boundary] > kBracketGatherMax) return fallback();
-    // Gather the boundary fine bin (compare-only pass) and resolve it exactly.
-    const U bkey = static_cast<U>(boundary);
+    // Gather the boundary fine bin and resolve it exactly. The bin is a range of values
+    // [bin_lo, bin_hi) (ordered bits are the raw bits of non-negative values, and every
+    // value is valid by now), so the gather is two compares per point.
+    const U bin_lo_bits = static_cast<U>(ulo + (static_cast<U>(boundary) << sh));
+    const U bin_hi_bits = static_cast<U>(std::min<std::uint64_t>(
+        uhi, static_cast<std::uint64_t>(ulo) + (static_cast<std::uint64_t>(boundary + 1) << sh)));
+    const T bin_lo = from_bits<T>(bin_lo_bits), bin_hi = from_bits<T>(bin_hi_bits);
     std::vector<std::vector<std::pair<double, double>>> parts(static_cast<size_t>(nt));
 #ifdef RAD_HAVE_OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
@@ -523,18 +523,16 @@ ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double
         constexpr int kRun = 64;
         std::int64_t i = lo;
         auto one = [&](std::int64_t p) {
-            const U u = ordered_bits(g[p]);
-            if (u < ulo || u >= uhi || ((u - ulo) >> sh) != bkey) return;
-            const double gi = g[p];
+            const T v = g[p];
+            if (!(v >= bin_lo && v < bin_hi)) return;
+            const double gi = v;
             parts[t].emplace_back(gi, gi + L.at(p, gi));
         };
         for (; i + kRun <= hi; i += kRun) {
             if (((i - lo) & 0xFFFF) == 0 && cancelled()) break;
+            prefetch_lines(g + i, kRun * sizeof(T));
             int hit = 0;
-            for (int j = 0; j < kRun; ++j) {
-                const U u = ordered_bits(g[i + j]);
-                hit |= (u >= ulo) & (u < uhi) & (((u - ulo) >> sh) == bkey);
-            }
+            for (int j = 0; j < kRun; ++j) hit |= (g[i + j] >= bin_lo) & (g[i + j] < bin_hi);
             if (hit)
                 for (int j = 0; j < kRun; ++j) one(i + j);
         }
