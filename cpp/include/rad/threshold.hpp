@@ -567,6 +567,7 @@ double stream_sum(const T* x, std::int64_t n, int threads) {
         v s0 = {}, s1 = {}, s2 = {}, s3 = {}, c;
         std::int64_t i = lo;
         for (; i + 4 * kL <= hi; i += 4 * kL) {
+            prefetch_lines(x + i, 128);  // as the passes do: the floor is the best plain read
             std::memcpy(&c, x + i, 32);
             s0 += c;
             std::memcpy(&c, x + i + kL, 32);
