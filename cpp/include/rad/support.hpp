@@ -104,9 +104,19 @@ std::int64_t first_invalid(const T* x, std::int64_t n, int threads) {
     std::vector<std::int64_t> first(static_cast<size_t>(nb), -1);
     for_each_block(n, threads, [&](std::int64_t blk) {
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
-        bool bad = false;
-        for (std::int64_t i = lo; i < hi; ++i) bad |= !(x[i] >= T(0) && x[i] <= std::numeric_limits<T>::max());
-        if (!bad) return;
+        // Non-short-circuit & and one flag per run: the check vectorises (&& did not: 2 ns a value).
+        constexpr std::int64_t kRun = 64;
+        bool ok = true;
+        std::int64_t i = lo;
+        for (; ok && i + kRun <= hi; i += kRun) {
+            prefetch_lines(x + i, kRun * static_cast<std::int64_t>(sizeof(T)));
+            int run_ok = 1;
+            for (std::int64_t j = i; j < i + kRun; ++j)
+                run_ok &= static_cast<int>(x[j] >= T(0)) & static_cast<int>(x[j] <= std::numeric_limits<T>::max());
+            ok = run_ok != 0;
+        }
+        for (; ok && i < hi; ++i) ok = x[i] >= T(0) && x[i] <= std::numeric_limits<T>::max();
+        if (ok) return;
         for (std::int64_t i = lo; i < hi; ++i)
             if (!(x[i] >= T(0) && x[i] <= std::numeric_limits<T>::max())) {
                 first[blk] = i;
