@@ -413,6 +413,33 @@ def test_full_blocks_of_near_ones(backend: str) -> None:
         assert got.shape == (b,)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sparse_and_dense_stretches_identical_on_every_backend(backend: str) -> None:
+    """The C++ pass keeps each item's units only from where a block turns dense (more than
+    one unit of mass per 2,048 items so far) and refills a chunk it looks up before that.
+    Blocks sparse throughout, sparse then dense, and dense throughout, with picks on both
+    sides of the switch: the same indices as the definition, for many seeds; and a sparse
+    rad.select (b / n below 1 / 2,048) the same on every backend."""
+    from rad._backends import get_backend, numpy_backend
+
+    rng = np.random.default_rng(11)
+    sparse = rng.random(BLOCK) * 2e-4  # ~6.6 units per block, well below 1 per 2,048 items
+    switch = np.concatenate([rng.random(BLOCK // 2) * 2e-4, rng.random(BLOCK // 2) * 0.6])
+    dense = rng.random(BLOCK) * 0.6
+    q = np.concatenate([sparse, switch, dense, sparse[:1000]])
+    q[-1] = 0.0
+    q[-1] = math.ceil(math.fsum(q.tolist())) - math.fsum(q.tolist())  # an integral sum
+    b = round(math.fsum(q.tolist()))
+    for key in range(12):
+        np.testing.assert_array_equal(get_backend(backend).depround_q(q, b, key, 2),
+                                      numpy_backend.depround_q(q, b, key))
+    n = 3 * BLOCK + 5
+    g = rng.random(n).astype(np.float32)
+    for seed in range(4):
+        np.testing.assert_array_equal(rad.select(g, 0.3 * n, 20, rng=seed, backend=backend),
+                                      rad.select(g, 0.3 * n, 20, rng=seed, backend="numpy"))
+
+
 def test_merge_of_more_leftovers_than_a_block() -> None:
     """Pools above 2^32 points leave more than 2^16 block leftovers: the merge rounds them in
     groups (no int64 overflow), identically on every backend, and takes floor(sum) or
