@@ -176,7 +176,16 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         const std::int64_t ce = (e - 1) / kChunk;  // chunk of the last item
         if (ce <= cs) return e;
         // Smallest chunk c in (cs, ce] whose end O_{c+1} hits; chunk ce may end past e.
+        // Galloping first: in a dense block the answer is a few chunks away.
         std::int64_t lo = cs + 1, hi = ce + 1;
+        for (std::int64_t step = 1; lo + step - 1 < hi; step *= 2) {
+            const std::int64_t probe = lo + step - 1;
+            if (hit(O[probe + 1])) {
+                hi = probe;
+                break;
+            }
+            lo = probe + 1;
+        }
         while (lo < hi) {
             const std::int64_t mid = lo + (hi - lo) / 2;
             if (hit(O[mid + 1])) hi = mid;
