@@ -821,29 +821,24 @@ def _bracket_pass(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ulo
 
 
 @_jit
-def _in_bin(raw_i, sign, ulo, uhi, sh, key):
-    """Whether a point's ordered bits fall in fine bin ``key`` (branch-free: vectorisable)."""
-    u = _bits(raw_i, sign)
-    return (u >= ulo) & (u < uhi) & (((u - ulo) >> sh) == key)
+def _gather_range(g, losses, has_losses, w, bin_lo, bin_hi, lo, hi, vals, avals, j):
+    """Write the (g, a) of ``[lo, hi)``'s points in ``[bin_lo, bin_hi)`` from ``j``; the new ``j``.
 
-
-@_jit
-def _gather_range(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, lo, hi, vals, avals, j):
-    """Write the (g, a) of ``[lo, hi)``'s points in bin ``key`` from position ``j``; the new ``j``.
-
-    Runs of 64 are tested branch-free first (as threshold.hpp's gather) and walked only
-    when one of their points is in the bin.
+    The fine bin is a range of values (ordered bits are the raw bits of non-negative
+    values, and every value is valid by now), so the test is two compares. Runs of 64 are
+    tested branch-free first (as threshold.hpp's gather) and walked only when one of their
+    points is in the bin.
     """
     i = lo
     while i < hi:
         e = min(hi, i + 64)
-        _prefetch_run(raw, i, 64)
+        _prefetch_run(g, i, 64)
         hit = False
         for k in range(i, e):
-            hit |= _in_bin(raw[k], sign, ulo, uhi, sh, key)
+            hit |= (g[k] >= bin_lo) & (g[k] < bin_hi)
         if hit:
             for k in range(i, e):
-                if _in_bin(raw[k], sign, ulo, uhi, sh, key):
+                if g[k] >= bin_lo and g[k] < bin_hi:
                     gi = np.float64(g[k])
                     vals[j] = gi
                     avals[j] = gi + (losses[k] if has_losses else w * gi)
@@ -853,8 +848,8 @@ def _gather_range(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, lo, hi
 
 
 @_pjit
-def _bracket_gather(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, per_thread, nt):
-    """The (g, a) of the points in fine bin ``key``; thread t writes at its offset."""
+def _bracket_gather(g, losses, has_losses, w, bin_lo, bin_hi, per_thread, nt):
+    """The (g, a) of the points in ``[bin_lo, bin_hi)``; thread t writes at its offset."""
     n = g.shape[0]
     offs = np.zeros(nt + 1, np.int64)
     for t in range(nt):
@@ -862,8 +857,8 @@ def _bracket_gather(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, per_
     vals = np.empty(offs[nt])
     avals = np.empty(offs[nt])
     for t in nb.prange(nt):
-        _gather_range(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, key, n * t // nt, n * (t + 1) // nt,
-                      vals, avals, offs[t])
+        _gather_range(g, losses, has_losses, w, bin_lo, bin_hi, n * t // nt, n * (t + 1) // nt, vals, avals,
+                      offs[t])
     return vals, avals
 
 
@@ -894,8 +889,10 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
     res = res[:5] + (_radix.edge_value(minb, nbits) if minb < inf_bits else float("inf"),) + res[6:]
 
     def gather(b):
-        return _bracket_gather(gains, raw, sign, lv, has, float(w), np.uint64(ulo), np.uint64(uhi), np.uint64(sh),
-                               np.uint64(b), per_thread[:, b].copy(), nt)
+        # Fine bin b as the value range [bin_lo, bin_hi) (its top edge clipped to the bracket's).
+        bin_lo = _radix.edge_value(ulo + (b << sh), nbits)
+        bin_hi = _radix.edge_value(min(uhi, ulo + ((b + 1) << sh)), nbits)
+        return _bracket_gather(gains, lv, has, float(w), bin_lo, bin_hi, per_thread[:, b].copy(), nt)
 
     def fallback():
         return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)
