@@ -55,10 +55,10 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 }
 
 // Round local items [0, len) (global index = base_index + local index); append taken global
-// indices (in ascending order if `ascending`, else as found). One streaming pass keeps each
-// item's units and the chunk offsets O_c (exact int64 sums of kChunk items' units); a
-// crossing, a pick or a mass is then found by binary search over the chunk ends O_{c+1}
-// and a re-summation of the one chunk that holds it. The same M, the same decisions, the
+// indices (in ascending order if `ascending`, else as found). One streaming pass keeps the
+// chunk offsets O_c (exact int64 sums of kChunk items' units); a crossing, a pick or a mass
+// is then found by a galloping, then binary, search over the chunk ends O_{c+1} and a
+// re-summation of the one chunk that holds it. The same M, the same decisions, the
 // same draws as canonical.round_sequence (tests compare every backend with the NumPy
 // definition), with 8 bytes of scratch per kChunk items plus, in a dense block, 8 per item
 // (its units, so a chunk looked up again costs no division).
