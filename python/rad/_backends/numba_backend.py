@@ -206,7 +206,7 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi):
         if has_losses:
             _prefetch_run(losses, i0, 64)
         for j in range(64):
-            r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, i0 + j)
+            r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, np.uint64(i0 + j))
             r_buf[j] = r
             gr_buf[j] = gr
             a_buf[j] = a
@@ -750,7 +750,8 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
         if has_losses:
             _prefetch_run(losses, c0, 64)
         inmask = np.uint64(0)
-        for i in range(c0, c1):
+        for ii in range(c0, c1):
+            i = np.uint64(ii)
             u = raw[i]
             bad += (u >= inf_bits) & (u != sign)
             gi = np.float64(g[i])
@@ -758,7 +759,7 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
             pos = a > 0
             r = 1.0 / a  # 1/0 = inf (error_model="numpy"), selected away
             r = r if pos else 0.0
-            r_buf[i - c0] = r
+            r_buf[ii - c0] = r
             gr = gi * r
             gt += gr
             up = gi >= hi_v
@@ -768,7 +769,7 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
             na += up
             minb = min(minb, u if up else inf_bits)
             nbl += below
-            inmask |= np.uint64((not up) & (not below)) << np.uint64(i - c0)
+            inmask |= np.uint64((not up) & (not below)) << np.uint64(ii - c0)
         while inmask:
             k = _trailing_zeros(inmask)
             inmask &= inmask - np.uint64(1)
@@ -835,7 +836,8 @@ def _gather_range(g, losses, has_losses, w, bin_lo, bin_hi, lo, hi, vals, avals,
         _prefetch_run(g, i, 64)
         hit = False
         for k in range(i, e):
-            hit |= (g[k] >= bin_lo) & (g[k] < bin_hi)
+            gk = g[np.uint64(k)]  # unsigned: no wraparound, so plain vector loads
+            hit |= (gk >= bin_lo) & (gk < bin_hi)
         if hit:
             for k in range(i, e):
                 if g[k] >= bin_lo and g[k] < bin_hi:
