@@ -184,6 +184,20 @@ def _support_term(g, losses, has_losses, w, tau, i):
 
 
 @_jit
+def _lanes_add(acc, buf, k):
+    """The eight lane totals ``acc`` (a tuple: kept in registers) plus ``buf[k:k + 8]``, lane by lane."""
+    return (acc[0] + buf[k], acc[1] + buf[k + 1], acc[2] + buf[k + 2], acc[3] + buf[k + 3],
+            acc[4] + buf[k + 4], acc[5] + buf[k + 5], acc[6] + buf[k + 6], acc[7] + buf[k + 7])
+
+
+@_jit
+def _lanes_min(acc, buf, k):
+    """:func:`_lanes_add` with ``min`` for ``+``."""
+    return (min(acc[0], buf[k]), min(acc[1], buf[k + 1]), min(acc[2], buf[k + 2]), min(acc[3], buf[k + 3]),
+            min(acc[4], buf[k + 4]), min(acc[5], buf[k + 5]), min(acc[6], buf[k + 6]), min(acc[7], buf[k + 7]))
+
+
+@_jit
 def _support_block(g, losses, has_losses, w, tau, lo, hi):
     """One block's canonical totals ``(sum 1/a, sum g/a, count, min a)`` over the support.
 
@@ -211,37 +225,17 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi):
             gr_buf[j] = gr
             a_buf[j] = a
             c += sel
-        h0, h1, h2, h3, h4, h5, h6, h7 = lh[0], lh[1], lh[2], lh[3], lh[4], lh[5], lh[6], lh[7]
-        s0, s1, s2, s3, s4, s5, s6, s7 = lg[0], lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7]
-        m0, m1, m2, m3, m4, m5, m6, m7 = lm[0], lm[1], lm[2], lm[3], lm[4], lm[5], lm[6], lm[7]
+        h = (lh[0], lh[1], lh[2], lh[3], lh[4], lh[5], lh[6], lh[7])
+        s = (lg[0], lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7])
+        mn = (lm[0], lm[1], lm[2], lm[3], lm[4], lm[5], lm[6], lm[7])
         for k in range(0, 64, 8):
-            h0 += r_buf[k]
-            h1 += r_buf[k + 1]
-            h2 += r_buf[k + 2]
-            h3 += r_buf[k + 3]
-            h4 += r_buf[k + 4]
-            h5 += r_buf[k + 5]
-            h6 += r_buf[k + 6]
-            h7 += r_buf[k + 7]
-            s0 += gr_buf[k]
-            s1 += gr_buf[k + 1]
-            s2 += gr_buf[k + 2]
-            s3 += gr_buf[k + 3]
-            s4 += gr_buf[k + 4]
-            s5 += gr_buf[k + 5]
-            s6 += gr_buf[k + 6]
-            s7 += gr_buf[k + 7]
-            m0 = min(m0, a_buf[k])
-            m1 = min(m1, a_buf[k + 1])
-            m2 = min(m2, a_buf[k + 2])
-            m3 = min(m3, a_buf[k + 3])
-            m4 = min(m4, a_buf[k + 4])
-            m5 = min(m5, a_buf[k + 5])
-            m6 = min(m6, a_buf[k + 6])
-            m7 = min(m7, a_buf[k + 7])
-        lh[0], lh[1], lh[2], lh[3], lh[4], lh[5], lh[6], lh[7] = h0, h1, h2, h3, h4, h5, h6, h7
-        lg[0], lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7] = s0, s1, s2, s3, s4, s5, s6, s7
-        lm[0], lm[1], lm[2], lm[3], lm[4], lm[5], lm[6], lm[7] = m0, m1, m2, m3, m4, m5, m6, m7
+            h = _lanes_add(h, r_buf, k)
+            s = _lanes_add(s, gr_buf, k)
+            mn = _lanes_min(mn, a_buf, k)
+        for q in range(8):
+            lh[q] = h[q]
+            lg[q] = s[q]
+            lm[q] = mn[q]
         i0 += 64
     for i in range(i0, hi):
         r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, i)
