@@ -265,3 +265,53 @@ def test_resolve_gathered_flags_a_tie_at_a_later_group() -> None:
     got = resolve_gathered(*args)
     assert got == _walk_reference(*args)
     assert got[0] == 1  # the tie is flagged
+
+
+def _fused_matches_definition(gains, losses, w, m, b, threads) -> None:
+    """The C++ search with the support sums sharing its read equals the search and then
+    the NumPy definition of the canonical support sums at its tau."""
+    from rad import _core
+
+    ref = get_backend("numpy")
+    status, tau, kstar, g_total, has, h, g, count, min_a = _core.threshold_support(
+        gains, losses, w, m, b, threads)
+    assert (status, tau, kstar, g_total) == _core.threshold_search(gains, losses, w, m, threads)
+    assert has == (status == 0 and tau > 0 and b <= kstar)
+    if has:
+        want = ref.support_sums(gains, losses, w, tau, 1)
+        assert (h, g, count, min_a) == (float(want[0]), float(want[1]), int(want[2]), float(want[3]))
+
+
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="the shared read is the C++ backend's")
+@settings(max_examples=40, deadline=None)
+@given(
+    g=gain_arrays(min_n=1, max_n=300),
+    frac=st.sampled_from([0.0, 0.01, 0.3, 0.7, 0.99, 1.0]),
+    b_frac=st.sampled_from([0.0, 0.01, 0.5, 1.0]),
+    general=st.booleans(),
+    f32=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_search_with_support_sums_is_the_two_kernels(g, frac, b_frac, general, f32, seed) -> None:
+    gains = g.astype(np.float32) if f32 else g
+    n = gains.shape[0]
+    losses = np.random.default_rng(seed).random(n) * 2 if general else None
+    w = 0.0 if general else 1.0 - frac
+    _fused_matches_definition(gains, losses, w, frac * n, max(1, int(b_frac * n)), 2)
+
+
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="the shared read is the C++ backend's")
+@pytest.mark.parametrize("kind", ["uniform", "coarse_ties", *sorted(LIARS)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_search_with_support_sums_across_blocks(kind: str, dtype) -> None:
+    """Pools of several blocks, where the boundary bin's points fall in some blocks and not
+    others (only those blocks are summed again), at 1 and 2 threads, b below and above k*."""
+    n = 5 * (1 << 16) + 17
+    r = np.random.default_rng(3)
+    gains = {"uniform": lambda: r.random(n), "coarse_ties": lambda: np.round(r.random(n) * 300) / 300,
+             **LIARS}[kind]
+    gains = (gains() if kind in ("uniform", "coarse_ties") else gains(n)).astype(dtype)
+    for frac in (0.001, 0.3, 0.9):
+        for b in (1, 1000, n // 2):
+            for threads in (1, 2):
+                _fused_matches_definition(gains, None, 1.0 - frac, frac * n, b, threads)

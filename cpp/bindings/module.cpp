@@ -264,6 +264,18 @@ void bind_for(py::module_& m) {
         return std::make_tuple(r.status, r.tau, r.kstar, r.g_total);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"));
 
+    // threshold_search and, where b <= k*, the support sums over g >= tau, sharing a read.
+    m.def("threshold_support", [](Arr<T> g, OptLosses losses, double w, double m, std::int64_t b, int threads) {
+        const Losses L = make_losses(losses, w);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
+        auto r = interruptible(n, [&] { return rad::threshold_support(gp, L, n, m, b, threads); });
+        return std::make_tuple(r.search.status, r.search.tau, r.search.kstar, r.search.g_total, r.has_sums, r.sums.h,
+                               r.sums.g, r.sums.count, r.sums.min_a);
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("b"), py::arg("threads"));
+
     // Test hook: the bracketed first pass with a chosen bracket [lo, hi) of gain values
     // (the above set is g >= hi); a bracket that misses tau must still give the exact answer.
     m.def("threshold_bracketed", [](Arr<T> g, OptLosses losses, double w, double m, int threads, double lo, double hi) {

@@ -21,6 +21,9 @@ def theorem1_scan(
 def threshold_search(
     gains: _Float, losses: Optional[_F64], w: float, m: float, threads: int
 ) -> tuple[int, float, int, float]: ...
+def threshold_support(
+    gains: _Float, losses: Optional[_F64], w: float, m: float, b: int, threads: int
+) -> tuple[int, float, int, float, bool, float, float, int, float]: ...
 def threshold_bracketed(
     gains: _Float, losses: Optional[_F64], w: float, m: float, threads: int, lo: float, hi: float
 ) -> tuple[int, float, int, float]: ...

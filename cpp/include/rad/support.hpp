@@ -178,74 +178,93 @@ struct BlockSums {
     std::vector<std::int64_t> count;
 };
 
+// The points a support pass also collects (threshold_support in threshold.hpp): the
+// indices i of its block with lo <= g[i] < hi, in index order.
+template <class T>
+struct Collect {
+    T lo, hi;
+    std::vector<std::int64_t>* out;
+};
+
+// One block [lo, hi) of support_block_sums into `out` at `blk`; with Collecting, it also
+// appends the block's points in [collect.lo, collect.hi) to *collect.out.
+template <bool Collecting, class T>
+void support_block(const T* g, Losses L, std::int64_t lo, std::int64_t hi, double tau, BlockSums& out,
+                   std::int64_t blk, Collect<T> collect = {}) {
+    const double inf = std::numeric_limits<double>::infinity();
+    double lh[kLanes] = {}, lg[kLanes] = {}, mn[kLanes];
+    std::int64_t c[kLanes] = {};
+    for (int j = 0; j < kLanes; ++j) mn[j] = inf;
+    auto item = [&](std::int64_t i, int j) {
+        const double gi = g[i];
+        const double a = gi + L.at(i, gi);
+        const bool in = gi >= tau && a > 0;
+        const double r = 1.0 / a;
+        lh[j] += in ? r : 0.0;
+        lg[j] += in ? gi * r : 0.0;
+        c[j] += in;
+        mn[j] = in ? std::min(mn[j], a) : mn[j];
+        if (Collecting && g[i] >= collect.lo && g[i] < collect.hi) collect.out->push_back(i);
+    };
+    std::int64_t i = lo;
+    {
+        // Lanes 0-3 and 4-7 as two 4-wide vectors: lane j still adds item p % 8 == j in
+        // order, the same operations as item(), so the same bits (vectorised for certain).
+        using namespace simd;
+        const d4 zero = splat(0.0), one = splat(1.0), tv = splat(tau), w = splat(L.w);
+        const d4 clo = splat(static_cast<double>(collect.lo)), chi = splat(static_cast<double>(collect.hi));
+        d4 h0 = zero, h1 = zero, s0 = zero, s1 = zero, m0 = splat(inf), m1 = splat(inf);
+        l4 c0 = {}, c1 = {};
+        auto step = [&](std::int64_t p, d4& h, d4& sg, d4& mnv, l4& cnt) -> unsigned {
+            const d4 x = load(g + p);
+            const d4 a = L.values ? x + load(L.values + p) : x + w * x;
+            const l4 in = (x >= tv) & (a > zero);
+            const d4 r = one / a;
+            h += select(in, r, zero);
+            sg += select(in, x * r, zero);
+            cnt -= in;
+            mnv = select(in & (a < mnv), a, mnv);
+            if constexpr (Collecting) return movemask((x >= clo) & (x < chi));
+            return 0;
+        };
+        auto step8 = [&](std::int64_t p) {
+            const unsigned hit = step(p, h0, s0, m0, c0) | (step(p + 4, h1, s1, m1, c1) << 4);
+            if (Collecting && hit)
+                for (int j = 0; j < kLanes; ++j)
+                    if (hit >> j & 1u) collect.out->push_back(p + j);
+        };
+        constexpr std::int64_t kRun = 64;
+        for (; i + kRun <= hi; i += kRun) {
+            prefetch_lines(g + i, kRun * sizeof(T));
+            if (L.values) prefetch_lines(L.values + i, kRun * sizeof(double));
+            for (std::int64_t q = 0; q < kRun; q += kLanes) step8(i + q);
+        }
+        for (; i + kLanes <= hi; i += kLanes) step8(i);
+        for (int j = 0; j < 4; ++j) {
+            lh[j] = h0[j], lh[j + 4] = h1[j], lg[j] = s0[j], lg[j + 4] = s1[j];
+            mn[j] = m0[j], mn[j + 4] = m1[j], c[j] = c0[j], c[j + 4] = c1[j];
+        }
+    }
+    for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
+    out.h[blk] = combine_lanes(lh);
+    out.g[blk] = combine_lanes(lg);
+    std::int64_t cc = 0;
+    double m = inf;
+    for (int j = 0; j < kLanes; ++j) {
+        cc += c[j];
+        m = std::min(m, mn[j]);
+    }
+    out.count[blk] = cc;
+    out.min_a[blk] = m;
+}
+
 template <class T>
 BlockSums support_block_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
     const std::int64_t nb = num_blocks(n);
-    const double inf = std::numeric_limits<double>::infinity();
     BlockSums out{std::vector<double>(nb), std::vector<double>(nb), std::vector<double>(nb),
                   std::vector<std::int64_t>(nb)};
     for_each_block(n, threads, [&](std::int64_t blk) {
-        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
-        double lh[kLanes] = {}, lg[kLanes] = {}, mn[kLanes];
-        std::int64_t c[kLanes] = {};
-        for (int j = 0; j < kLanes; ++j) mn[j] = inf;
-        auto item = [&](std::int64_t i, int j) {
-            const double gi = g[i];
-            const double a = gi + L.at(i, gi);
-            const bool in = gi >= tau && a > 0;
-            const double r = 1.0 / a;
-            lh[j] += in ? r : 0.0;
-            lg[j] += in ? gi * r : 0.0;
-            c[j] += in;
-            mn[j] = in ? std::min(mn[j], a) : mn[j];
-        };
-        std::int64_t i = lo;
-        {
-            // Lanes 0-3 and 4-7 as two 4-wide vectors: lane j still adds item p % 8 == j in
-            // order, the same operations as item(), so the same bits (vectorised for certain).
-            using namespace simd;
-            const d4 zero = splat(0.0), one = splat(1.0), tv = splat(tau), w = splat(L.w);
-            d4 h0 = zero, h1 = zero, s0 = zero, s1 = zero, m0 = splat(inf), m1 = splat(inf);
-            l4 c0 = {}, c1 = {};
-            auto step = [&](std::int64_t p, d4& h, d4& sg, d4& mnv, l4& cnt) {
-                const d4 x = load(g + p);
-                const d4 a = L.values ? x + load(L.values + p) : x + w * x;
-                const l4 in = (x >= tv) & (a > zero);
-                const d4 r = one / a;
-                h += select(in, r, zero);
-                sg += select(in, x * r, zero);
-                cnt -= in;
-                mnv = select(in & (a < mnv), a, mnv);
-            };
-            constexpr std::int64_t kRun = 64;
-            for (; i + kRun <= hi; i += kRun) {
-                prefetch_lines(g + i, kRun * sizeof(T));
-                if (L.values) prefetch_lines(L.values + i, kRun * sizeof(double));
-                for (std::int64_t q = 0; q < kRun; q += kLanes) {
-                    step(i + q, h0, s0, m0, c0);
-                    step(i + q + 4, h1, s1, m1, c1);
-                }
-            }
-            for (; i + kLanes <= hi; i += kLanes) {
-                step(i, h0, s0, m0, c0);
-                step(i + 4, h1, s1, m1, c1);
-            }
-            for (int j = 0; j < 4; ++j) {
-                lh[j] = h0[j], lh[j + 4] = h1[j], lg[j] = s0[j], lg[j + 4] = s1[j];
-                mn[j] = m0[j], mn[j + 4] = m1[j], c[j] = c0[j], c[j + 4] = c1[j];
-            }
-        }
-        for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
-        out.h[blk] = combine_lanes(lh);
-        out.g[blk] = combine_lanes(lg);
-        std::int64_t cc = 0;
-        double m = inf;
-        for (int j = 0; j < kLanes; ++j) {
-            cc += c[j];
-            m = std::min(m, mn[j]);
-        }
-        out.count[blk] = cc;
-        out.min_a[blk] = m;
+        support_block<false>(g, L, blk * kBlock, std::min(n, (blk + 1) * kBlock), tau, out, blk);
     });
     return out;
 }
@@ -257,15 +276,18 @@ struct SupportSums {
 };
 
 // The canonical totals of support_block_sums: block totals added sequentially.
-template <class T>
-SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
-    const BlockSums bs = support_block_sums(g, L, n, tau, threads);
+inline SupportSums totals_of(const BlockSums& bs) {
     SupportSums out{sum_blocks(bs.h), sum_blocks(bs.g), 0, std::numeric_limits<double>::infinity()};
     for (size_t blk = 0; blk < bs.count.size(); ++blk) {
         out.count += bs.count[blk];
         out.min_a = std::min(out.min_a, bs.min_a[blk]);
     }
     return out;
+}
+
+template <class T>
+SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
+    return totals_of(support_block_sums(g, L, n, tau, threads));
 }
 
 // Number of q_i > 0 and the smallest gain among them.

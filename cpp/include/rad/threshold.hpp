@@ -447,13 +447,37 @@ void gather_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, T bin_
     for (; i < hi; ++i) one(i);
 }
 
-// The search with a given bracket (the sample's, or any: tests pass brackets that miss).
+// The bracket pass's answer: either final (`done`: a fallback ran, or an invalid value),
+// or the boundary fine bin [bin_lo, bin_hi) still to be resolved from its points with the
+// sums and D values around it (the arguments of resolve_gathered).
 template <class T>
-ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double m, int threads, Bracket<T> br) {
+struct Located {
+    bool done = false;
+    ThresholdResult result{};
+    T bin_lo{}, bin_hi{};
+    std::int64_t bin_count = 0, acc_n = 0;
+    double acc_h = 0, acc_g = 0, last_min = 0, pass_d = 0, fail_d = 0, g_total = 0, scale = 0;
+    int nt = 1;
+
+    ThresholdResult resolve(std::vector<std::pair<double, double>>& items, double m) const {
+        return resolve_gathered(items, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, m, g_total, scale);
+    }
+};
+
+// The bracket pass with a given bracket (the sample's, or any: tests pass brackets that
+// miss), up to the boundary bin.
+template <class T>
+Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int threads, Bracket<T> br) {
     using U = uint_of<T>;
     constexpr int kBits = 8 * static_cast<int>(sizeof(U));
     const double inf = std::numeric_limits<double>::infinity();
-    if (n == 0) return threshold_radix(g, L, n, m, threads);
+    Located<T> out;
+    auto fallback = [&]() {
+        out.done = true;
+        out.result = threshold_radix(g, L, n, m, threads);
+        return out;
+    };
+    if (n == 0) return fallback();
     const U full_hi = full_bracket<T>().hi;
     br.hi = std::max(U(1), std::min(br.hi, full_hi));
     if (br.lo >= br.hi) br.lo = br.hi - 1;
@@ -486,7 +510,11 @@ ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double
         tot.below += acc[t].below;
         tot.min = std::min(tot.min, acc[t].min);
     }
-    if (tot.bad) return ThresholdResult{2, 0.0, 0, 0.0};
+    if (tot.bad) {
+        out.done = true;
+        out.result = ThresholdResult{2, 0.0, 0, 0.0};
+        return out;
+    }
     for (int t = 1; t < nt; ++t)
         for (int b = 0; b < kFine; ++b) {
             const size_t s = static_cast<size_t>(t) * kFine + b;
@@ -498,7 +526,6 @@ ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double
     const double g_total = tot.g_total, scale = m + g_total;
     double acc_h = tot.h, acc_g = tot.g, last_min = tot.min, pass_d = inf, fail_d = -inf;
     std::int64_t acc_n = tot.above;
-    auto fallback = [&]() { return threshold_radix(g, L, n, m, threads); };
     if (tot.above > 0) {
         const double d = static_cast<double>(from_bits<T>(uhi)) * acc_h - acc_g + m;
         if (d < 0) return fallback();  // tau lies above the bracket
@@ -537,28 +564,108 @@ ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double
         boundary = lowest;
     }
     if (cnt[boundary] > kBracketGatherMax) return fallback();
-    // Gather the boundary fine bin and resolve it exactly. The bin is a range of values
-    // [bin_lo, bin_hi) (ordered bits are the raw bits of non-negative values, and every
-    // value is valid by now), so the gather is two compares per point.
+    // The boundary fine bin as a range of values [bin_lo, bin_hi): ordered bits are the raw
+    // bits of non-negative values, and every value is valid by now.
     const U bin_lo_bits = static_cast<U>(ulo + (static_cast<U>(boundary) << sh));
     const U bin_hi_bits = static_cast<U>(std::min<std::uint64_t>(
         uhi, static_cast<std::uint64_t>(ulo) + (static_cast<std::uint64_t>(boundary + 1) << sh)));
-    const T bin_lo = from_bits<T>(bin_lo_bits), bin_hi = from_bits<T>(bin_hi_bits);
+    out.bin_lo = from_bits<T>(bin_lo_bits);
+    out.bin_hi = from_bits<T>(bin_hi_bits);
+    out.bin_count = cnt[boundary];
+    out.acc_h = acc_h, out.acc_g = acc_g, out.acc_n = acc_n, out.last_min = last_min;
+    out.pass_d = pass_d, out.fail_d = fail_d, out.g_total = g_total, out.scale = scale;
+    out.nt = nt;
+    return out;
+}
+
+// The search with a given bracket: the bracket pass, then a gather of the boundary bin
+// (two compares per point) and its exact resolution.
+template <class T>
+ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double m, int threads, Bracket<T> br) {
+    const Located<T> loc = bracket_locate(g, L, n, m, threads, br);
+    if (loc.done) return loc.result;
+    const int nt = loc.nt;
     std::vector<std::vector<std::pair<double, double>>> parts(static_cast<size_t>(nt));
 #ifdef RAD_HAVE_OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif
-    for (int t = 0; t < nt; ++t) gather_range(g, L, n * t / nt, n * (t + 1) / nt, bin_lo, bin_hi, parts[t]);
+    for (int t = 0; t < nt; ++t) gather_range(g, L, n * t / nt, n * (t + 1) / nt, loc.bin_lo, loc.bin_hi, parts[t]);
     std::vector<std::pair<double, double>> items;
-    items.reserve(static_cast<size_t>(cnt[boundary]));
+    items.reserve(static_cast<size_t>(loc.bin_count));
     for (auto& p : parts) items.insert(items.end(), p.begin(), p.end());
-    return resolve_gathered(items, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, m, g_total, scale);
+    return loc.resolve(items, m);
 }
 
 // The default sort-free search: a sample bracket, then the bracketed pass.
 template <class T>
 ThresholdResult threshold_search(const T* g, Losses L, std::int64_t n, double m, int threads) {
     return threshold_bracketed(g, L, n, m, threads, sample_bracket(g, L, n, m));
+}
+
+// threshold_search and, where it resolves (status 0, tau > 0) and b <= k*, the canonical
+// support sums over g >= tau (docs/design.md §3), with one read of the gains fewer: the
+// support pass runs before tau is known, over g >= bin_hi (the boundary bin's top), and
+// collects the boundary bin's points instead of a separate gather. Once tau is resolved
+// from them, a block holding no boundary point at or above tau has the same terms over
+// g >= tau in the same order (any point in [tau, bin_hi) is one of them), so only the
+// blocks that hold one are summed again. The same bits as the two kernels in turn.
+struct SearchSums {
+    ThresholdResult search;
+    bool has_sums = false;
+    SupportSums sums{};
+};
+
+template <class T>
+SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std::int64_t b, int threads) {
+    SearchSums out;
+    const Located<T> loc = bracket_locate(g, L, n, m, threads, sample_bracket(g, L, n, m));
+    auto wants_sums = [&](const ThresholdResult& r) { return r.status == 0 && r.tau > 0 && b <= r.kstar; };
+    if (loc.done) {
+        out.search = loc.result;
+        if (wants_sums(out.search) && !cancelled()) {
+            out.sums = support_sums(g, L, n, out.search.tau, threads);
+            out.has_sums = true;
+        }
+        return out;
+    }
+    const std::int64_t nb = num_blocks(n);
+    BlockSums bs{std::vector<double>(nb), std::vector<double>(nb), std::vector<double>(nb),
+                 std::vector<std::int64_t>(nb)};
+    std::vector<std::vector<std::int64_t>> hits(static_cast<size_t>(nb));  // boundary points per block
+    const double above = static_cast<double>(loc.bin_hi);
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        support_block<true>(g, L, blk * kBlock, std::min(n, (blk + 1) * kBlock), above, bs, blk,
+                            Collect<T>{loc.bin_lo, loc.bin_hi, &hits[static_cast<size_t>(blk)]});
+    });
+    if (cancelled()) return out;
+    std::vector<std::pair<double, double>> items;
+    items.reserve(static_cast<size_t>(loc.bin_count));
+    for (const auto& h : hits)
+        for (std::int64_t i : h) {
+            const double gi = g[i];
+            items.emplace_back(gi, gi + L.at(i, gi));
+        }
+    out.search = loc.resolve(items, m);
+    if (!wants_sums(out.search)) return out;
+    const double tau = out.search.tau;
+    std::vector<std::int64_t> redo;
+    for (std::int64_t blk = 0; blk < nb; ++blk)
+        for (std::int64_t i : hits[static_cast<size_t>(blk)])
+            if (static_cast<double>(g[i]) >= tau) {
+                redo.push_back(blk);
+                break;
+            }
+    const auto nr = static_cast<std::int64_t>(redo.size());
+#ifdef RAD_HAVE_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads)) if (nr > 1 && threads > 1)
+#endif
+    for (std::int64_t k = 0; k < nr; ++k) {
+        const std::int64_t blk = redo[static_cast<size_t>(k)];
+        support_block<false>(g, L, blk * kBlock, std::min(n, (blk + 1) * kBlock), tau, bs, blk);
+    }
+    out.sums = totals_of(bs);
+    out.has_sums = true;
+    return out;
 }
 
 // One streaming read of x (the floor rad.select is measured against): a parallel sum in

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from rad._backends.params import Params
 
-__all__ = ["CappedArrays", "FloatArray", "IndexArray", "Kernels", "missing_kernels"]
+__all__ = ["CappedArrays", "FloatArray", "IndexArray", "Kernels", "missing_kernels", "search_then_sums"]
 
 #: float32/float64 arrays (gains) and float64 ones (losses, q): the kernels take both.
 FloatArray = NDArray[np.floating[Any]]
@@ -71,6 +71,17 @@ class Kernels(Protocol):
 
         Status 0 is a decision, 1 a near tie (the caller uses the sorted scan), 2 an
         invalid gain was seen.
+        """
+
+    def threshold_support(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, m: float, b: int, threads: int
+    ) -> tuple[int, float, int, float, tuple[float, float, int, float] | None]:
+        """:meth:`threshold_search`, then :meth:`support_sums` where the search allows.
+
+        Returns ``(status, tau, k*, G_n, sums or None)``; the sums are at ``tau`` when the
+        search decided (status 0), ``tau > 0`` and ``b <= k*``. The same bits as the two
+        kernels in turn (:func:`search_then_sums` is that definition); the C++ backend
+        shares a read of the gains between them.
         """
 
     def bit_histogram(
@@ -151,6 +162,18 @@ class Kernels(Protocol):
 REQUIRED = tuple(
     name for name in dir(Kernels) if not name.startswith("_")
 ) + ("name", "has_openmp", "SORTFREE")
+
+
+def search_then_sums(
+    kernels: Any, gains: FloatArray, losses: FloatArray | None, w: float, m: float, b: int, threads: int
+) -> tuple[int, float, int, float, tuple[float, float, int, float] | None]:
+    """:meth:`Kernels.threshold_support` from a backend's own two kernels, in turn."""
+    status, tau, kstar, g_total = kernels.threshold_search(gains, losses, w, m, threads)
+    sums = None
+    if status == 0 and tau > 0 and b <= kstar:
+        h, g, count, min_a = kernels.support_sums(gains, losses, w, tau, threads)
+        sums = (float(h), float(g), int(count), float(min_a))
+    return int(status), float(tau), int(kstar), float(g_total), sums
 
 
 def missing_kernels(module: object) -> list[str]:

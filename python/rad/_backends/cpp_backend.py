@@ -51,6 +51,14 @@ def threshold_search(
     return _core.threshold_search(gains, _losses_arg(losses), float(w), float(m), threads)
 
 
+def threshold_support(
+    gains: FloatArray, losses: FloatArray | None, w: float, m: float, b: int, threads: int
+) -> tuple[int, float, int, float, tuple[float, float, int, float] | None]:
+    status, tau, kstar, g_total, has, h, g, count, min_a = _core.threshold_support(
+        gains, _losses_arg(losses), float(w), float(m), int(b), threads)
+    return status, tau, kstar, g_total, (h, g, count, min_a) if has else None
+
+
 bit_histogram = _reference.bit_histogram
 bit_gather = _reference.bit_gather
 

@@ -64,6 +64,7 @@ from numba import cuda as _numba_cuda
 
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK, LANES, ONE, merge_leftovers
+from rad._backends.contract import search_then_sums
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2
 
@@ -991,6 +992,11 @@ def _sample_bracket(gains, losses, w, m):
     ys = _Sampled(gains)[idx]
     ls = None if losses is None else _Sampled(losses)[idx]
     return _radix.sample_bracket(ys, ls, w, m * idx.shape[0] / n, sample=idx.shape[0])
+
+
+def threshold_support(gains, losses, w, m, b, threads):
+    """:func:`threshold_search`, then :func:`support_sums` (the contract's definition)."""
+    return search_then_sums(sys.modules[__name__], gains, losses, w, m, b, threads)
 
 
 def threshold_search(gains, losses, w, m, threads):

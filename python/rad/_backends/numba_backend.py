@@ -22,6 +22,7 @@ from numba.extending import intrinsic as _intrinsic
 from rad._backends import numpy_backend as _reference
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK, ONE, finish_selection, merge_leftovers
+from rad._backends.contract import search_then_sums
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MIX1, MIX2, stream_state
 
@@ -894,6 +895,11 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
         return _radix.threshold_search(sys.modules[__name__], gains, losses, w, m, threads)
 
     return _radix.bracket_resolve(res[:-1], ulo, uhi, sh, nbits, float(m), gather, fallback)
+
+
+def threshold_support(gains, losses, w, m, b, threads):
+    """:func:`threshold_search`, then :func:`support_sums` (the contract's definition)."""
+    return search_then_sums(sys.modules[__name__], gains, losses, w, m, b, threads)
 
 
 def threshold_search(gains, losses, w, m, threads):

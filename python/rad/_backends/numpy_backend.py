@@ -22,7 +22,7 @@ from rad._backends.canonical import (
     merge_leftovers,
     round_sequence,
 )
-from rad._backends.contract import CappedArrays
+from rad._backends.contract import CappedArrays, search_then_sums
 from rad._backends.params import Params, probabilities_from_params
 from rad._backends.rng import stream_state
 
@@ -361,6 +361,13 @@ def bit_gather(
     g64 = np.asarray(gains)[sel].astype(np.float64)
     a = g64 + (np.asarray(losses, dtype=np.float64)[sel] if losses is not None else w * g64)
     return g64, a
+
+
+def threshold_support(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, m: float, b: int, threads: int = 1
+) -> tuple[int, float, int, float, tuple[float, float, int, float] | None]:
+    """:func:`threshold_search`, then :func:`support_sums` (the contract's definition)."""
+    return search_then_sums(sys.modules[__name__], gains, losses, w, m, b, threads)
 
 
 def threshold_search(

@@ -146,8 +146,9 @@ def _solve_game(game: Game) -> Solution:
 
     perm = None
     found = None
+    sums = None  # the support sums at tau, when the search brought them along
     if game.sortfree:
-        status, tau, kstar, g_total = backend.threshold_search(gains, losses, w_k, m, threads)
+        status, tau, kstar, g_total, sums = backend.threshold_support(gains, losses, w_k, m, b, threads)
         if status == 2:  # a NaN, inf or negative gain: the usual error, index included
             check_values(gains, "gains", lambda x: backend.first_invalid(x, threads))
         if status == 0:
@@ -160,7 +161,7 @@ def _solve_game(game: Game) -> Solution:
     if g_total >= m:
         # b > k* means b max p* >= b / k* > 1: the caps bind, so skip the support pass.
         if tau > 0 and b <= kstar:
-            h, g, count, min_a = backend.support_sums(gains, losses, w_k, tau, threads)
+            h, g, count, min_a = sums if sums is not None else backend.support_sums(gains, losses, w_k, tau, threads)
             if not (math.isfinite(h) and math.isfinite(g)):
                 raise _Overflow
             nu = b / h
