@@ -64,15 +64,20 @@ inline void prefetch_lines(const T* p, std::int64_t bytes) {
     for (std::int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
 }
 
+// Run body(k) for every k in [0, count), on up to `threads` threads, one k at a time.
+template <class Body>
+void parallel_for(std::int64_t count, int threads, Body&& body) {
+#ifdef RAD_HAVE_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads)) if (count > 1 && threads > 1)
+#endif
+    for (std::int64_t k = 0; k < count; ++k)
+        if (!cancelled()) body(k);
+}
+
 // Run body(block) for every block, on up to `threads` threads.
 template <class Body>
 void for_each_block(std::int64_t n, int threads, Body&& body) {
-    const std::int64_t nb = num_blocks(n);
-#ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads)) if (nb > 1 && threads > 1)
-#endif
-    for (std::int64_t blk = 0; blk < nb; ++blk)
-        if (!cancelled()) body(blk);
+    parallel_for(num_blocks(n), threads, body);
 }
 
 // Canonical sums of K quantities: per-block sequential totals, then offsets.

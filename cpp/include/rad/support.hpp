@@ -97,6 +97,12 @@ void probability_fill(const T* g, Losses L, const Params& p, std::int64_t i0, st
     else run(std::false_type{});
 }
 
+// A valid gain (or q): finite and not negative (-0.0 passes, NaN fails).
+template <class T>
+inline bool valid_value(T v) {
+    return v >= T(0) && v <= std::numeric_limits<T>::max();
+}
+
 // Index of the first NaN, infinite or negative value, or -1.
 template <class T>
 std::int64_t first_invalid(const T* x, std::int64_t n, int threads) {
@@ -104,7 +110,8 @@ std::int64_t first_invalid(const T* x, std::int64_t n, int threads) {
     std::vector<std::int64_t> first(static_cast<size_t>(nb), -1);
     for_each_block(n, threads, [&](std::int64_t blk) {
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
-        // Non-short-circuit & and one flag per run: the check vectorises (&& did not: 2 ns a value).
+        // valid_value with a non-short-circuit & and one flag per run: the check vectorises
+        // (&& did not: 2 ns a value).
         constexpr std::int64_t kRun = 64;
         bool ok = true;
         std::int64_t i = lo;
@@ -115,10 +122,10 @@ std::int64_t first_invalid(const T* x, std::int64_t n, int threads) {
                 run_ok &= static_cast<int>(x[j] >= T(0)) & static_cast<int>(x[j] <= std::numeric_limits<T>::max());
             ok = run_ok != 0;
         }
-        for (; ok && i < hi; ++i) ok = x[i] >= T(0) && x[i] <= std::numeric_limits<T>::max();
+        for (; ok && i < hi; ++i) ok = valid_value(x[i]);
         if (ok) return;
         for (std::int64_t i = lo; i < hi; ++i)
-            if (!(x[i] >= T(0) && x[i] <= std::numeric_limits<T>::max())) {
+            if (!valid_value(x[i])) {
                 first[blk] = i;
                 return;
             }
@@ -176,6 +183,11 @@ ScanResult theorem1_scan(const T* g, Losses L, const std::int64_t* perm, std::in
 struct BlockSums {
     std::vector<double> h, g, min_a;
     std::vector<std::int64_t> count;
+
+    BlockSums() = default;
+    explicit BlockSums(std::int64_t nb)
+        : h(static_cast<size_t>(nb)), g(static_cast<size_t>(nb)), min_a(static_cast<size_t>(nb)),
+          count(static_cast<size_t>(nb)) {}
 };
 
 // The points a support pass also collects (threshold_support in threshold.hpp): the
@@ -186,11 +198,13 @@ struct Collect {
     std::vector<std::int64_t>* out;
 };
 
-// One block [lo, hi) of support_block_sums into `out` at `blk`; with Collecting, it also
-// appends the block's points in [collect.lo, collect.hi) to *collect.out.
+// Block `blk` of a pool of n points, summed into `out` at `blk` as support_block_sums
+// does; with Collecting, it also appends the block's points in [collect.lo, collect.hi)
+// to *collect.out.
 template <bool Collecting, class T>
-void support_block(const T* g, Losses L, std::int64_t lo, std::int64_t hi, double tau, BlockSums& out,
-                   std::int64_t blk, Collect<T> collect = {}) {
+void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, double tau, BlockSums& out,
+                   Collect<T> collect = {}) {
+    const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
     const double inf = std::numeric_limits<double>::infinity();
     double lh[kLanes] = {}, lg[kLanes] = {}, mn[kLanes];
     std::int64_t c[kLanes] = {};
@@ -260,12 +274,8 @@ void support_block(const T* g, Losses L, std::int64_t lo, std::int64_t hi, doubl
 
 template <class T>
 BlockSums support_block_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
-    const std::int64_t nb = num_blocks(n);
-    BlockSums out{std::vector<double>(nb), std::vector<double>(nb), std::vector<double>(nb),
-                  std::vector<std::int64_t>(nb)};
-    for_each_block(n, threads, [&](std::int64_t blk) {
-        support_block<false>(g, L, blk * kBlock, std::min(n, (blk + 1) * kBlock), tau, out, blk);
-    });
+    BlockSums out(num_blocks(n));
+    for_each_block(n, threads, [&](std::int64_t blk) { support_block<false>(g, L, n, blk, tau, out); });
     return out;
 }
 

@@ -80,7 +80,7 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
             for (std::int64_t i = lo; i < hi; ++i) {
                 if ((i & 0xFFFF) == 0 && cancelled()) break;
                 const T v = g[i];
-                if (all && !(v >= T(0) && v <= std::numeric_limits<T>::max())) {
+                if (all && !valid_value(v)) {
                     bad = true;
                     continue;
                 }
@@ -279,7 +279,7 @@ Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m) {
     s.reserve(static_cast<size_t>(std::min(n, kSample)));
     auto take = [&](std::int64_t i) {
         const T v = g[i];
-        if (!(v >= T(0) && v <= std::numeric_limits<T>::max())) return false;
+        if (!valid_value(v)) return false;
         const double gi = v;
         s.emplace_back(gi, gi + L.at(i, gi));
         return true;
@@ -397,7 +397,7 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
     }
     for (; i < hi; ++i) {
         const T v = g[i];
-        any_bad |= !(v >= T(0) && v <= std::numeric_limits<T>::max());
+        any_bad |= !valid_value(v);
         const U u = ordered_bits(v);
         const double gi = v;
         const double a = gi + (HasLosses ? L.values[i] : L.w * gi);
@@ -629,13 +629,11 @@ SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std
         return out;
     }
     const std::int64_t nb = num_blocks(n);
-    BlockSums bs{std::vector<double>(nb), std::vector<double>(nb), std::vector<double>(nb),
-                 std::vector<std::int64_t>(nb)};
+    BlockSums bs(nb);
     std::vector<std::vector<std::int64_t>> hits(static_cast<size_t>(nb));  // boundary points per block
     const double above = static_cast<double>(loc.bin_hi);
     for_each_block(n, threads, [&](std::int64_t blk) {
-        support_block<true>(g, L, blk * kBlock, std::min(n, (blk + 1) * kBlock), above, bs, blk,
-                            Collect<T>{loc.bin_lo, loc.bin_hi, &hits[static_cast<size_t>(blk)]});
+        support_block<true>(g, L, n, blk, above, bs, Collect<T>{loc.bin_lo, loc.bin_hi, &hits[static_cast<size_t>(blk)]});
     });
     if (cancelled()) return out;
     std::vector<std::pair<double, double>> items;
@@ -655,14 +653,10 @@ SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std
                 redo.push_back(blk);
                 break;
             }
-    const auto nr = static_cast<std::int64_t>(redo.size());
-#ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads)) if (nr > 1 && threads > 1)
-#endif
-    for (std::int64_t k = 0; k < nr; ++k) {
-        const std::int64_t blk = redo[static_cast<size_t>(k)];
-        support_block<false>(g, L, blk * kBlock, std::min(n, (blk + 1) * kBlock), tau, bs, blk);
-    }
+    parallel_for(static_cast<std::int64_t>(redo.size()), threads, [&](std::int64_t k) {
+        support_block<false>(g, L, n, redo[static_cast<size_t>(k)], tau, bs);
+    });
+    if (cancelled()) return out;
     out.sums = totals_of(bs);
     out.has_sums = true;
     return out;
