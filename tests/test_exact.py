@@ -116,6 +116,24 @@ def test_a_stop_just_below_the_breakpoint_at_max_a(backend: str, method: str) ->
     assert got >= opt - tol, f"q is worth {float(got)!r}; the optimum is {float(opt)!r} (allowed {float(tol):.3g})"
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("method", ["sorted", "sortfree"])
+def test_a_small_real_share_at_the_maximum_is_kept(backend: str, method: str) -> None:
+    """F's maximum is at nu = 1e10, where q = 1e10 / (1e10 + 0.125) on the third point leaves
+    1.25e-11 of the budget to the first: a real share, not rounding. Read as residue at a
+    breakpoint, it was dropped and q summed to b - 1.25e-11 (found by Hypothesis)."""
+    inst = {"gains": np.array([1.0, 1e10, 1e10]), "m": 1.0, "b": 2, "w": None,
+            "losses": np.array([0.0, 0.0, 0.125])}
+    game, opt, tol = _reference(inst)
+    sol = _solve(inst, backend, method=method)
+    assert abs(Fraction(sol.value) - opt) <= tol, _explain(sol.value, opt, tol)
+    q = sol.probabilities()
+    share = 1 - Fraction(1e10) / (Fraction(1e10) + Fraction(1, 8))  # the first point's exact q
+    assert abs(Fraction(float(q[0])) - share) <= 1e-6 * share
+    assert abs(float(q.sum()) - 2) <= 1e-12 * 2
+    assert adversary_value(game, q) >= opt - tol
+
+
 def test_theorem1_value_without_cancellation() -> None:
     """m close to G: (G - m) / H from an uncompensated G lost 1e-7 relative (issue 14)."""
     n, m = 100_000, 99_900.0

@@ -21,7 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from rad._backends.params import Params
-from rad._solve.capped import SNAP, CappedContext, maximise_dual
+from rad._solve.capped import CappedContext, boundary_frac, maximise_dual
 from rad._solve.game import Game
 from rad._solve.solution import NetHarmWarning, Solution
 from rad._solve.validation import check_values
@@ -173,7 +173,7 @@ def _solve_game(game: Game) -> Solution:
     nu, ev = maximise_dual(ctx, b, m)
     if not (math.isfinite(ev.value) and math.isfinite(nu)):
         raise _Overflow
-    frac = 0.0 if ev.resid <= SNAP * b else min(1.0, ev.resid / ev.group_total)
+    frac = boundary_frac(ev, b, n)
     if ev.fill == "gain":
         params = Params("gain", nu, gain_cut=ev.cut, gain_frac=frac)
     else:

@@ -11,7 +11,7 @@ sorted gains (:mod:`rad._solve.capped_rad`); otherwise it is one ``O(n)`` backen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -19,12 +19,13 @@ import numpy as np
 from rad._backends.contract import Kernels
 from rad._solve.capped_rad import SortedRadGains, count_above
 
-__all__ = ["SNAP", "CappedContext", "Evaluation", "SortedArrays", "maximise_dual"]
+__all__ = ["CappedContext", "Evaluation", "SortedArrays", "boundary_frac", "maximise_dual"]
 
 _MAX_ITER = 400
 
-#: A boundary group whose share of the budget is below this (relative to ``b``) is
-#: floating-point residue at a breakpoint of ``F``, not a real fractional item.
+#: A boundary group whose share of the budget is below this (relative to ``b``) at a stop
+#: where ``F`` still rises may be floating-point residue at a breakpoint of ``F``, not a real
+#: fractional item (:func:`_onto_breakpoint` decides).
 SNAP = 1e-11
 
 
@@ -171,7 +172,9 @@ def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluati
 
     A stop that the values cannot tell from a breakpoint of the gain fill is then moved
     onto it (:func:`_onto_breakpoint`): ``q`` is ``nu / a_i`` there, so a ``nu`` a few
-    dozen ulps short leaves ``q`` short by as much, whatever ``F``'s rounding.
+    dozen ulps short leaves ``q`` short by as much, whatever ``F``'s rounding. The
+    returned evaluation's ``resid`` is then 0: the boundary group gets nothing. Any other
+    ``resid``, however small, is that group's real share of the budget.
     """
     nu, ev = _search(ctx, b, m)
     return _onto_breakpoint(ctx, nu, ev, b, m)
@@ -247,23 +250,44 @@ def _search(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluation]:
     return (hi, ev_hi) if ev_hi.value > ev_lo.value else (lo, ev_lo)
 
 
+def boundary_frac(ev: Evaluation, b: int, n: int) -> float:
+    """The boundary group's fraction of its capacity at the stop :func:`maximise_dual` returns.
+
+    ``resid / group_total``, except that a ``resid`` within the rounding of the budget's
+    sums (``b`` minus up to ``n`` caps, each at most 1: ``2 eps (n + b)``) is 0, as is any
+    share of an empty group. A larger ``resid``, however small next to ``b``, is a real
+    share (:func:`_onto_breakpoint` has already zeroed the residue of a breakpoint).
+    """
+    eps = float(np.finfo(float).eps)
+    if ev.resid <= 2 * eps * (n + b) or not ev.group_total > 0:
+        return 0.0
+    return min(1.0, ev.resid / ev.group_total)
+
+
 def _onto_breakpoint(ctx: CappedContext, nu: float, ev: Evaluation, b: int, m: float) -> tuple[float, Evaluation]:
     """Move a stop just below a breakpoint of the gain fill onto that breakpoint.
 
-    A stop whose boundary group is left a share of the budget below :data:`SNAP` is read
-    as the breakpoint where the groups above the cut spend ``b`` exactly (the caller gives
-    that group nothing). When ``F`` still rises there (``x`` lies below the breakpoint), the
-    search's ``nu`` is short of it by its own rounding, and so is every ``q_i = nu / a_i``:
-    on a pool whose optimum is ``q = 1`` at ``nu = max a``, a stop 21 ulps short left ``q``
-    worth 1.3 times the tolerance less than the optimum. The breakpoint is solved for
-    directly: ``sum_{g_i > cut} min(1, nu / a_i) = b``, stepping over the points that
-    saturate on the way, and stopping at one whose saturation turns the slope
-    ``sum_{free} (g_i - cut) / a_i - m`` non-positive (``F``'s maximum is there instead;
-    ``F`` is re-evaluated to give that group its share). Sums in NumPy's fixed pairwise
-    order over the sorted context, so every backend moves to the same bits.
+    A stop where ``F`` still rises (right slope > 0) and whose boundary group is left a
+    share of the budget below :data:`SNAP` is read as the breakpoint where the groups above
+    the cut spend ``b`` exactly: the returned evaluation's ``resid`` is 0, so that group
+    gets nothing. The search's ``nu`` is short of that breakpoint by its own rounding, and
+    so is every ``q_i = nu / a_i``: on a pool whose optimum is ``q = 1`` at ``nu = max a``,
+    a stop 21 ulps short left ``q`` worth 1.3 times the tolerance less than the optimum.
+    The breakpoint is solved for directly: ``sum_{g_i > cut} min(1, nu / a_i) = b``,
+    stepping over the points that saturate on the way, and stopping at one whose
+    saturation turns the slope ``sum_{free} (g_i - cut) / a_i - m`` non-positive (``F``'s
+    maximum is there instead; ``F`` is re-evaluated to give that group its share). Sums in
+    NumPy's fixed pairwise order over the sorted context, so every backend moves to the
+    same bits.
+
+    A stop where ``F`` no longer rises is ``F``'s maximum, and a small ``resid`` there is a
+    real share: gains ``[1, 1e10, 1e10]``, losses ``[0, 0, 0.125]``, ``m = 1``, ``b = 2``
+    stop at ``nu = 1e10``, where the third point's ``q = 1e10 / (1e10 + 0.125)`` leaves
+    ``1.25e-11`` of the budget to the first point.
     """
     if ev.fill != "gain" or not 0 < ev.resid <= SNAP * b or ev.slope <= 0:
         return nu, ev
+    at_breakpoint = replace(ev, resid=0.0)
     start = count_above(ctx.sorted_gains(), ev.cut)  # points with g > cut
     g, a = ctx.gain_prefix(start)
     free = a > nu
@@ -272,8 +296,8 @@ def _onto_breakpoint(ctx: CappedContext, nu: float, ev: Evaluation, b: int, m: f
         kink = (b - (start - int(np.count_nonzero(free)))) / h
         nxt = float(np.min(a[free]))
         if kink <= nxt:
-            return (kink, ev) if kink > nu else (nu, ev)
+            return (kink if kink > nu else nu), at_breakpoint
         free &= a > nxt
         if float(np.sum((g[free] - ev.cut) / a[free])) - m <= 0:
             return nxt, _capped_eval(ctx, nxt, b, m)
-    return nu, ev
+    return nu, at_breakpoint
