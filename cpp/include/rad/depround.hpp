@@ -61,7 +61,7 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 // re-summation of the one chunk that holds it. The same M, the same decisions, the
 // same draws as canonical.round_sequence (tests compare every backend with the NumPy
 // definition), with 8 bytes of scratch per kChunk items plus, in a dense block, 8 per item
-// (its units, so a chunk looked up again costs no division).
+// (its running mass M, so a lookup there is one read: no division, no re-summation).
 //
 // fill(i0, count, out) writes q of local items [i0, i0 + count) (vectorisable); it is
 // called once per item by the pass, and again for a chunk looked up in a sparse stretch.
@@ -73,94 +73,87 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     constexpr std::int64_t kChunk = 8;  // items per stored offset (any width gives the same M)
     constexpr std::int64_t kSub = 256;  // items per fill call (a multiple of kChunk)
     const std::int64_t nch = (len + kChunk - 1) / kChunk;
-    thread_local std::vector<std::int64_t> off_buf, unit_buf;
+    thread_local std::vector<std::int64_t> off_buf, cum_buf;
     off_buf.resize(static_cast<size_t>(nch) + 1);
-    unit_buf.resize(static_cast<size_t>(len));
+    cum_buf.resize(static_cast<size_t>(len));
     std::int64_t* O = off_buf.data();
-    std::int64_t* units_of = unit_buf.data();  // each item's units (0 for certain ones), for the chunk reloads
+    std::int64_t* cum_of = cum_buf.data();  // from keep_from on: each item's running mass M
     O[0] = 0;
     double sub[kSub];
     std::int64_t su[kSub];
-    // Items' units are kept from the point where the block turns out dense (more than one
-    // unit of mass per kDenseItems items so far): there lookups are many (a capped pool
-    // picks every few items). A sparse block is looked up a few times per pick, and
-    // refilling the one chunk (kChunk divisions) is cheaper than storing every item's units.
+    // Items' running masses are kept from the point where the block turns out dense (more
+    // than one unit of mass per kDenseItems items so far): there lookups are many (a capped
+    // pool picks every few items). A sparse block is looked up a few times per pick, and
+    // refilling the one chunk (kChunk divisions) is cheaper than storing every item's M.
     constexpr std::int64_t kDenseItems = 2048;
     std::int64_t keep_from = len;
     for (std::int64_t s0 = 0; s0 < len; s0 += kSub) {
         const std::int64_t cnt = std::min(kSub, len - s0);
         if (keep_from == len && s0 > 0 && O[s0 / kChunk] > kOne / kDenseItems * s0) keep_from = s0;
         fill(s0, cnt, sub);
-        // Units (branch-free, one 8-wide vector per chunk: kChunk == 8), their max and the
-        // chunk offsets in one pass; the rare certain items are taken afterwards.
-        using namespace simd;
-        const d8 zero = splat8(0.0), one = splat8(1.0), scale = splat8(kUnitScale), half = splat8(0.5);
-        l8 topv = {};
-        auto chunk_offsets = [&]() {
-            std::int64_t run = O[s0 / kChunk];  // in a register: O may alias su for the compiler
-            for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
-                const std::int64_t c1 = std::min(cnt, c0 + kChunk);
-                for (std::int64_t i = c0; i < c1; ++i) run += su[i];
-                O[(s0 + c0) / kChunk + 1] = run;
-            }
-        };
+        // Units (branch-free, one 8-wide vector per chunk: kChunk == 8) and the chunk
+        // offsets in one pass; a certain item (units == kOne) is taken here, in ascending
+        // order, and keeps 0 units (a capped pool has one every dozen items).
         if (cnt == kSub) {
-            std::int64_t run = O[s0 / kChunk];
+            using namespace simd;
+            const d8 zero = splat8(0.0), one = splat8(1.0), scale = splat8(kUnitScale), half = splat8(0.5);
+            const l8 certain_units = l8{} + kOne;
+            std::int64_t run = O[s0 / kChunk];  // in a register: O may alias su for the compiler
             for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk) {
                 const d8 p = load8(sub + c0);
                 const d8 x = select(p > zero, select(p < one, p, one), zero);  // units(): the same operations
-                const l8 u = __builtin_convertvector(x * scale + half, l8);
+                l8 u = __builtin_convertvector(x * scale + half, l8);
+                const l8 certain = u == certain_units;
+                u = certain ? l8{} : u;
                 std::memcpy(su + c0, &u, sizeof u);
-                topv = u > topv ? u : topv;
                 run += simd::hsum(u);
                 O[(s0 + c0) / kChunk + 1] = run;
+                for (unsigned bits = movemask(certain); bits != 0; bits &= bits - 1)
+                    taken.push_back(base_index + s0 + c0 + __builtin_ctz(bits));
             }
         } else {
-            for (std::int64_t i = 0; i < cnt; ++i) su[i] = units(sub[i]);
-            chunk_offsets();
-        }
-        std::int64_t top = 0;
-        for (int j = 0; j < 8; ++j) top = std::max(top, topv[j]);
-        for (std::int64_t i = cnt == kSub ? cnt : 0; i < cnt; ++i) top = std::max(top, su[i]);
-        if (top == kOne) {
-            for (std::int64_t i = 0; i < cnt; ++i)
-                if (su[i] == kOne) {
-                    taken.push_back(base_index + s0 + i);
-                    su[i] = 0;
+            std::int64_t run = O[s0 / kChunk];
+            for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
+                const std::int64_t c1 = std::min(cnt, c0 + kChunk);
+                for (std::int64_t i = c0; i < c1; ++i) {
+                    su[i] = units(sub[i]);
+                    if (su[i] == kOne) {
+                        taken.push_back(base_index + s0 + i);
+                        su[i] = 0;
+                    }
+                    run += su[i];
                 }
-            chunk_offsets();
+                O[(s0 + c0) / kChunk + 1] = run;
+            }
         }
-        if (s0 >= keep_from) std::copy(su, su + cnt, units_of + s0);
+        if (s0 >= keep_from) {
+            std::int64_t run = O[s0 / kChunk];
+            for (std::int64_t i = 0; i < cnt; ++i) cum_of[s0 + i] = run += su[i];
+        }
     }
-    // One chunk again: its units and running sums (cum[i] = O_c + local).
+    // One chunk of a sparse stretch again: its units and running sums (cum[i] = O_c + local).
     std::int64_t cm[kChunk], cc[kChunk];
-    std::int64_t loaded = -1, clen = 0;
+    std::int64_t loaded = -1;
     auto load = [&](std::int64_t c) {
         if (c == loaded) return;
         loaded = c;
-        const std::int64_t lo = c * kChunk;
-        clen = std::min(kChunk, len - lo);
-        if (lo >= keep_from) {
-            std::copy(units_of + lo, units_of + lo + clen, cm);
-        } else {
-            double q[kChunk];
-            fill(lo, clen, q);
-            for (std::int64_t j = 0; j < clen; ++j) {
-                const std::int64_t u = units(q[j]);
-                cm[j] = u == kOne ? 0 : u;  // certain items were taken by the pass
-            }
-        }
+        const std::int64_t lo = c * kChunk, clen = std::min(kChunk, len - lo);
+        double q[kChunk];
+        fill(lo, clen, q);
         std::int64_t run = O[c];
         for (std::int64_t j = 0; j < clen; ++j) {
-            run += cm[j];
-            cc[j] = run;
+            const std::int64_t u = units(q[j]);
+            cm[j] = u == kOne ? 0 : u;  // certain items were taken by the pass
+            cc[j] = run += cm[j];
         }
     };
-    auto cum = [&](std::int64_t i) {
+    auto cum = [&](std::int64_t i) {  // M after item i
+        if (i >= keep_from) return cum_of[i];
         load(i / kChunk);
         return cc[i % kChunk];
     };
-    auto mass = [&](std::int64_t i) {
+    auto mass = [&](std::int64_t i) {  // item i's units (0 for a certain item)
+        if (i >= keep_from) return cum_of[i] - (i > keep_from ? cum_of[i - 1] : O[i / kChunk]);
         load(i / kChunk);
         return cm[i % kChunk];
     };
@@ -170,9 +163,8 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         if (s >= e) return e;
         auto hit = [&](std::int64_t v) { return strict ? v > x : v >= x; };
         const std::int64_t cs = s / kChunk;
-        load(cs);
         for (std::int64_t i = s; i < std::min(e, (cs + 1) * kChunk); ++i)
-            if (hit(cc[i - cs * kChunk])) return i;
+            if (hit(cum(i))) return i;
         const std::int64_t ce = (e - 1) / kChunk;  // chunk of the last item
         if (ce <= cs) return e;
         // Smallest chunk c in (cs, ce] whose end O_{c+1} hits; chunk ce may end past e.
@@ -192,9 +184,8 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
             else lo = mid + 1;
         }
         if (lo > ce) return e;
-        load(lo);
-        for (std::int64_t i = lo * kChunk; i < std::min(e, lo * kChunk + clen); ++i)
-            if (hit(cc[i - lo * kChunk])) return i;
+        for (std::int64_t i = lo * kChunk; i < std::min(e, (lo + 1) * kChunk); ++i)
+            if (hit(cum(i))) return i;
         return e;
     };
     auto before = [&](std::int64_t i) { return i > 0 ? cum(i - 1) : std::int64_t{0}; };
@@ -202,11 +193,9 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         std::int64_t i = e - 1;
         for (;;) {
             const std::int64_t c = i / kChunk;
-            if (O[c + 1] > O[c]) {
-                load(c);
+            if (O[c + 1] > O[c])
                 for (; i >= c * kChunk; --i)
-                    if (cm[i - c * kChunk] > 0) return i;
-            }
+                    if (mass(i) > 0) return i;
             i = c * kChunk - 1;
         }
     };
@@ -297,37 +286,62 @@ inline Leftover merge_leftovers(std::vector<std::int64_t> ids, std::vector<doubl
 }
 
 // The block phase of DepRound on items [0, n) whose global indices start at `offset`:
-// block j is rounded on stream first_stream + j; taken global indices and each block's
-// leftover (in block order) are returned. A whole pool is one call with offset 0 and
-// first_stream 0; a chunk of a distributed pool is one call per chunk.
-struct BlockPhase {
-    std::vector<std::int64_t> taken;
+// block j is rounded on stream first_stream + j; each block's taken global indices
+// (ascending) and its leftover are returned, in block order. A whole pool is one call with
+// offset 0 and first_stream 0; a chunk of a distributed pool is one call per chunk.
+struct BlockRuns {
+    std::vector<std::vector<std::int64_t>> taken;
     std::vector<Leftover> left;
 };
 
-// fill(i0, count, out) writes q of items [i0, i0 + count) (fill_from(q) adapts a q(i)).
 template <class FillFn>
-BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
-                           int threads, FillFn&& fill) {
+BlockRuns round_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
+                       int threads, FillFn&& fill) {
     const std::int64_t nb = num_blocks(n);
-    std::vector<std::vector<std::int64_t>> taken(static_cast<size_t>(nb));
-    BlockPhase out;
+    BlockRuns out;
+    out.taken.resize(static_cast<size_t>(nb));
     out.left.resize(static_cast<size_t>(nb));
     for_each_block(n, threads, [&](std::int64_t blk) {
         Stream rs(stream_state(key, first_stream + static_cast<std::uint64_t>(blk)));
         const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
         out.left[blk] = round_chunked(
-            hi - lo, offset + lo, rs, taken[blk],
+            hi - lo, offset + lo, rs, out.taken[blk],
             [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); }, true);
     });
-    std::size_t total = 0;
-    for (auto& t : taken) total += t.size();
-    out.taken.reserve(total);
-    for (auto& t : taken) {
-        out.taken.insert(out.taken.end(), t.begin(), t.end());
+    return out;
+}
+
+// The blocks' taken indices end to end (ascending) with the sorted `extra` indices merged
+// in: one allocation of the final size.
+inline std::vector<std::int64_t> concatenate(std::vector<std::vector<std::int64_t>>& runs,
+                                             const std::vector<std::int64_t>& extra = {}) {
+    std::size_t total = extra.size();
+    for (auto& t : runs) total += t.size();
+    std::vector<std::int64_t> out(total);
+    auto dst = out.begin();
+    auto more = extra.begin();
+    for (auto& t : runs) {
+        if (t.empty()) continue;
+        const auto stop = std::upper_bound(more, extra.end(), t.back());
+        dst = std::merge(t.begin(), t.end(), more, stop, dst);
+        more = stop;
         std::vector<std::int64_t>().swap(t);
     }
+    std::copy(more, extra.end(), dst);
     return out;
+}
+
+// round_blocks with the taken indices end to end (rad.dask's per-chunk rounding).
+struct BlockPhase {
+    std::vector<std::int64_t> taken;
+    std::vector<Leftover> left;
+};
+
+template <class FillFn>
+BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
+                           int threads, FillFn&& fill) {
+    BlockRuns runs = round_blocks(n, offset, first_stream, key, threads, fill);
+    return {concatenate(runs.taken), std::move(runs.left)};
 }
 
 // q(i) for i in [i0, i0 + count): the default fill of the block pass.
@@ -343,20 +357,21 @@ auto fill_from(QFn& q) {
 // block order.
 template <class FillFn>
 std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, FillFn&& fill) {
-    BlockPhase phase = depround_blocks(n, 0, 0, key, threads, fill);
+    BlockRuns runs = round_blocks(n, 0, 0, key, threads, fill);
     std::vector<std::int64_t> ids;
     std::vector<double> masses;
-    for (const Leftover& l : phase.left)
+    std::size_t in_blocks = 0;
+    for (const auto& t : runs.taken) in_blocks += t.size();
+    for (const Leftover& l : runs.left)
         if (l.mass > 0) {
             ids.push_back(l.index);
             masses.push_back(l.mass);
         }
-    std::vector<std::int64_t> out = std::move(phase.taken);  // sorted (blocks in order)
-    const auto sorted_end = static_cast<std::ptrdiff_t>(out.size());
-    const Leftover last = merge_leftovers(std::move(ids), std::move(masses), key, out);
-    if (static_cast<std::int64_t>(out.size()) == b - 1 && last.index >= 0) out.push_back(last.index);
-    std::sort(out.begin() + sorted_end, out.end());  // at most one pick per block from the leftovers
-    std::inplace_merge(out.begin(), out.begin() + sorted_end, out.end());
+    std::vector<std::int64_t> picks;  // from the leftovers: at most one per block
+    const Leftover last = merge_leftovers(std::move(ids), std::move(masses), key, picks);
+    if (static_cast<std::int64_t>(in_blocks + picks.size()) == b - 1 && last.index >= 0) picks.push_back(last.index);
+    std::sort(picks.begin(), picks.end());
+    std::vector<std::int64_t> out = concatenate(runs.taken, picks);
     bool distinct = std::adjacent_find(out.begin(), out.end()) == out.end();
     if (static_cast<std::int64_t>(out.size()) != b || !distinct)
         throw std::runtime_error("internal error: DepRound produced " + std::to_string(out.size()) +
