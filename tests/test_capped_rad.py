@@ -150,6 +150,27 @@ def test_span_sums_same_bits_on_every_backend() -> None:
                 np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64), err_msg=f"{name} n={n} {dtype}")
 
 
+def test_values_at_least_on_every_backend() -> None:
+    """The top's gather against NumPy's mask, index order kept: ties at t, t between values,
+    above every value and at 0 (with -0.0), pools across block ends, both dtypes."""
+    rng = np.random.default_rng(8)
+    checked = 0
+    for n in (0, 1, 1000, 3 * 65_536 + 77):
+        for dtype in (np.float32, np.float64):
+            g = (rng.integers(0, 50, n) / 49).astype(dtype)  # heavy ties
+            if n > 3:
+                g[1] = -0.0
+            for t in (0.5, float(np.nextafter(dtype(0.5), dtype(1))), 0.0, 1.0, 2.0, 0.3):
+                want = g[g >= t]
+                for name in BACKENDS:
+                    for threads in (1, 2):
+                        got = get_backend(name).values_at_least(g, t, threads)
+                        assert got.dtype == g.dtype
+                        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=f"{name} n={n}")
+                        checked += 1
+    assert checked > 100
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_gain_fill_optimum_never_needs_the_sorted_arrays(backend: str, monkeypatch) -> None:
     """Caps bind and the optimum lies in the gain fill: the search starts where the gain fill
@@ -206,3 +227,118 @@ def test_support_of_a_gain_fill_matches_the_streaming_kernel() -> None:
                     assert got == reference.support_stats(gains, None, w, params), (cut, frac, nu)
                     checked += 1
     assert checked > 200
+
+
+# ---------------------------------------------------------------- the top of the pool
+
+
+def _top_thresholds(g_sorted: np.ndarray) -> list[float]:
+    """Thresholds at a tenth, a third and half the pool (inside a tie group where there is one)."""
+    n = g_sorted.shape[0]
+    return sorted({float(g_sorted[k]) for k in (n // 10, n // 3, n // 2)}, reverse=True)
+
+
+def _check_top_against_whole(gains: np.ndarray, w: float, rng: np.random.Generator) -> int:
+    """Every evaluation a top-of-the-pool context makes is the whole pool's, bit for bit;
+    below the top's start it refuses (BeyondTop) instead of answering."""
+    from rad._solve.capped_rad import BeyondTop
+
+    whole = CappedContext.build(gains, None, w, reference, 1)
+    assert whole.rad is not None
+    checked = 0
+    for t in _top_thresholds(whole.rad.g):
+        top = CappedContext.build(gains, None, w, reference, 1, top_from=t)
+        assert top.rad is not None
+        size = int(np.count_nonzero(gains >= t))
+        assert top.rad.size == size and top.rad.n == gains.shape[0]
+        np.testing.assert_array_equal(top.rad.g.view(np.uint8), whole.rad.g[:size].view(np.uint8))
+        if size == gains.shape[0]:
+            continue
+        with pytest.raises(BeyondTop):
+            top.rad.gain_fill_from(size + 1)
+        with pytest.raises(BeyondTop):
+            top.arrays()
+        for b in sorted({1, max(1, size // 3), max(1, size // 2), size}):
+            m = float(rng.uniform(0, 0.05 * gains.shape[0]))
+            start = top.rad.gain_fill_from(b)
+            whole_start = whole.rad.gain_fill_from(b)
+            assert (whole_start or 0.0) <= (start or 0.0)
+            lo = start or 0.0
+            nus = [lo, top.a_max, *rng.uniform(lo, top.a_max, 4).tolist(),
+                   *(a for a in rng.choice(top.rad.g_and_a(size)[1], 4).tolist() if a >= lo)]
+            for nu in nus:
+                got = top.rad.gain_fill(nu, b, m)
+                assert got is not None and got == whole.rad.gain_fill(nu, b, m), (t, b, nu)
+                for frac in (0.0, 0.5):
+                    assert top.rad.support(nu, got[3], frac) == whole.rad.support(nu, got[3], frac)
+                checked += 1
+            if lo > 0 and whole.rad.gain_fill(lo / 2, b, m) is not None:
+                with pytest.raises(BeyondTop):
+                    top.rad.gain_fill(lo / 2, b, m)
+    return checked
+
+
+def test_the_top_of_the_pool_evaluates_as_the_whole_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The top (the gains >= t, sorted) holds the whole sort's first ranks, and its prefixes
+    and span offsets are the whole pool's: from where its own caps hold b, each F, slope,
+    cut, residual and support is the same bits. Ties at t, zeros, float32, many spans."""
+    from rad._solve import capped_rad
+
+    rng = np.random.default_rng(31)
+    checked = sum(_check_top_against_whole(g, w, rng) for g, w in _pools(rng))
+    monkeypatch.setattr(capped_rad, "SPAN", 64)
+    checked += sum(_check_top_against_whole(g, w, rng) for g, w in _multi_span_pools(rng, 64))
+    assert checked > 300
+
+
+def _top_attempts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """Record each capped search: ('top' or 'whole', whether it answered)."""
+    from rad._solve.capped_rad import BeyondTop
+
+    seen: list[tuple[str, bool]] = []
+    original = capped_mod.maximise_dual
+
+    def recording(ctx, b, m):
+        kind = "top" if ctx.rad is not None and not ctx.rad.complete else "whole"
+        try:
+            out = original(ctx, b, m)
+        except BeyondTop:
+            seen.append((kind, False))
+            raise
+        seen.append((kind, True))
+        return out
+
+    monkeypatch.setattr(capped_mod, "maximise_dual", recording)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_top_of_the_pool_selects_the_same_on_every_backend_and_thread_count(
+    dtype: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Caps bind on a 300,000-point pool (b = n/10): the top answers, without a full sort,
+    and every backend picks the same indices at 1 and 2 threads."""
+    seen = _top_attempts(monkeypatch)
+    g = np.random.default_rng(4).uniform(0, 1, 300_000).astype(dtype)
+    want = rad.select(g, 300.0, 30_000, rng=5, backend="numpy", threads=1)
+    assert seen == [("top", True)]
+    for name in BACKENDS:
+        for threads in (1, 2):
+            got = rad.select(g, 300.0, 30_000, rng=5, backend=name, threads=threads)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name}, {threads} threads")
+
+
+def test_a_top_that_misses_falls_back_to_the_whole_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A top holding about b points cannot hold the fill (its caps reach b only at max a,
+    where F already falls): BeyondTop, then the whole pool is sorted and searched, with the
+    same bits as a solve that never tried the top."""
+    g = np.random.default_rng(6).uniform(0, 1, 100_000)
+    monkeypatch.setattr(capped_mod, "top_threshold", lambda gains, b, support: None)
+    want = rad.solve(g, 100.0, 10_000)
+    monkeypatch.undo()
+    seen = _top_attempts(monkeypatch)
+    monkeypatch.setattr(capped_mod, "TOP_MARGIN", 1)
+    got = rad.solve(g, 100.0, 10_000)
+    assert seen == [("top", False), ("whole", True)]
+    assert got.capped and (got.value, got.params, got.k_star) == (want.value, want.params, want.k_star)
+    np.testing.assert_array_equal(got.probabilities(), want.probabilities())

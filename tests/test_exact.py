@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import warnings
 from fractions import Fraction
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rad
 from conftest import BACKENDS
 from exact import adversary_value, exact_game, perturbation
 from instances import WIDE_KINDS, instances
+from rad._solve import capped
 from rad.verify.lp import lp_batch
 
 #: Absolute floor for degenerate instances whose optimum no perturbation moves (pert == 0).
@@ -169,6 +172,34 @@ def test_value_and_q_are_exact_on_spanning_pools(inst: dict) -> None:
     sol = _solve(inst)
     assert abs(Fraction(sol.value) - opt) <= tol, _explain(sol.value, opt, tol)
     assert adversary_value(game, sol.probabilities()) >= opt - tol
+
+
+@st.composite
+def _small_batch_rad_instances(draw: st.DrawFn) -> dict:
+    """RAD losses with b at most a fifth of the pool: where the capped path tries the top of
+    the pool (``rad._solve.capped.top_threshold``) before sorting everything."""
+    inst = draw(instances(losses=False, min_n=10, max_n=30, gain_kinds=WIDE_KINDS))
+    b = draw(st.integers(2, inst["gains"].shape[0] // 5))
+    # m below 1: Theorem 1's support stays small, so the caps mostly bind (b > k*) and the
+    # top is tried (about two thirds of the examples)
+    m = draw(st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, 0.5, 1.0])))
+    return {**inst, "b": b, "m": m}
+
+
+@pytest.mark.parametrize("margin", [2, 1])
+@settings(max_examples=100)
+@given(inst=_small_batch_rad_instances())
+def test_the_top_of_the_pool_is_exact(margin: int, inst: dict) -> None:
+    """The capped search on the top of the pool (two thirds of the examples; the rest are
+    Theorem 1 or a pool too small for a top) against the exact optimum, with the default
+    top and with one of about b points."""
+    with mock.patch.object(capped, "TOP_MARGIN", margin):
+        sol = _solve(inst)
+    game, opt, tol = _reference(inst)
+    assert abs(Fraction(sol.value) - opt) <= tol, _explain(sol.value, opt, tol)
+    q = sol.probabilities()
+    assert abs(float(q.sum()) - inst["b"]) <= 1e-12 * inst["b"] + 4e-16 * game.n
+    assert adversary_value(game, q) >= opt - tol
 
 
 @given(inst=instances(max_n=9, gain_kinds=WIDE_KINDS, min_b=1))

@@ -321,6 +321,15 @@ void bind_for(py::module_& m) {
         return out;
     }, py::arg("g").noconvert(), py::arg("w"), py::arg("span"), py::arg("threads"));
 
+    m.def("values_at_least", [](Arr<T> g, double t, int threads) {
+        threads = checked_threads(threads);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        std::vector<T> r;
+        r = interruptible(n, [&] { return rad::values_at_least(gp, n, t, threads); });
+        return py::array_t<T>(static_cast<py::ssize_t>(r.size()), r.data());
+    }, py::arg("g").noconvert(), py::arg("t"), py::arg("threads"));
+
     m.def("support_block_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
         const Losses L = make_losses(losses, w);
         const T* gp = g.data();

@@ -4,7 +4,10 @@
 // the outer search are the same bits on every backend).
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "rad/parallel.hpp"
@@ -206,6 +209,66 @@ std::vector<double> span_sums(const T* g, std::int64_t n, double w, std::int64_t
             }
         }
         for (; s < s_end; ++s) one_span(s);
+    });
+    return out;
+}
+
+// The least T at or above t: for a value x of type T, x >= t exactly when x >= at_least<T>(t).
+template <class T>
+T at_least(double t) {
+    T c = static_cast<T>(t);
+    if (static_cast<double>(c) < t) c = std::nextafter(c, std::numeric_limits<T>::infinity());
+    return c;
+}
+
+// How many of x[lo, hi) are >= c, and (with dst) those values written to dst in order.
+// AVX-512: sixteen floats (eight doubles) per compare, written by a compressing store.
+template <class T>
+std::int64_t gather_at_least(const T* x, std::int64_t lo, std::int64_t hi, T c, T* dst) {
+    std::int64_t k = 0, i = lo;
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {
+        const __m512 cv = _mm512_set1_ps(c);
+        for (; i + 16 <= hi; i += 16) {
+            const __m512 v = _mm512_loadu_ps(x + i);
+            const __mmask16 mk = _mm512_cmp_ps_mask(v, cv, _CMP_GE_OQ);
+            if (dst) _mm512_mask_compressstoreu_ps(dst + k, mk, v);
+            k += __builtin_popcount(mk);
+        }
+    } else {
+        const __m512d cv = _mm512_set1_pd(c);
+        for (; i + 8 <= hi; i += 8) {
+            const __m512d v = _mm512_loadu_pd(x + i);
+            const __mmask8 mk = _mm512_cmp_pd_mask(v, cv, _CMP_GE_OQ);
+            if (dst) _mm512_mask_compressstoreu_pd(dst + k, mk, v);
+            k += __builtin_popcount(mk);
+        }
+    }
+#endif
+    for (; i < hi; ++i)
+        if (x[i] >= c) {
+            if (dst) dst[k] = x[i];
+            ++k;
+        }
+    return k;
+}
+
+// The values >= t in index order (the capped path's top of the pool, sorted afterwards in
+// python/rad/_solve/capped_rad.py): each block counts its values, then writes them at its
+// offset.
+template <class T>
+std::vector<T> values_at_least(const T* g, std::int64_t n, double t, int threads) {
+    const T c = at_least<T>(t);
+    const std::int64_t nb = num_blocks(n);
+    std::vector<std::int64_t> off(static_cast<size_t>(nb) + 1, 0);
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        off[static_cast<size_t>(blk) + 1] =
+            gather_at_least<T>(g, blk * kBlock, std::min(n, (blk + 1) * kBlock), c, nullptr);
+    });
+    for (std::int64_t blk = 0; blk < nb; ++blk) off[blk + 1] += off[blk];
+    std::vector<T> out(static_cast<size_t>(off[nb]));
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        gather_at_least<T>(g, blk * kBlock, std::min(n, (blk + 1) * kBlock), c, out.data() + off[blk]);
     });
     return out;
 }

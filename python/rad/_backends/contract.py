@@ -134,6 +134,12 @@ class Kernels(Protocol):
         ``a = g + w g``; shape ``(3, ceil(n / span))``; ``span`` divides the canonical block.
         """
 
+    def values_at_least(self, g: FloatArray, t: float, threads: int) -> FloatArray:
+        """The values of ``g`` that are ``>= t``, in index order and ``g``'s dtype.
+
+        The capped path's top of the pool (:mod:`rad._solve.capped_rad`), sorted afterwards.
+        """
+
     def depround_q(self, q: NDArray[np.float64], b: int, key: int, threads: int) -> IndexArray:
         """DepRound of ``q`` (sum ``b``) into ``b`` sorted distinct indices."""
 

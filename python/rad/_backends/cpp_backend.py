@@ -94,6 +94,10 @@ def capped_eval(
                              float(nu), float(b), float(m), threads)
 
 
+def values_at_least(g: FloatArray, t: float, threads: int) -> FloatArray:
+    return _core.values_at_least(np.ascontiguousarray(g), float(t), threads)
+
+
 def span_sums(g: FloatArray, w: float, span: int, threads: int) -> NDArray[np.float64]:
     return _core.span_sums(np.ascontiguousarray(g), float(w), int(span), threads)
 

@@ -1758,6 +1758,11 @@ def span_sums(g, w, span, threads):
     return _cpu().span_sums(_to_host(g), w, span, threads)
 
 
+def values_at_least(g, t, threads):
+    """Host fallback: the capped path sorts the gains on the host."""
+    return _cpu().values_at_least(_to_host(g), t, threads)
+
+
 def depround_blocks(gains, losses, w, params: Params, key, offset, first_stream, threads):
     """Host fallback (rad.dask's per-chunk rounding) on copies."""
     lo = None if losses is None else _to_host(losses)

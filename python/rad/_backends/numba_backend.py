@@ -621,6 +621,43 @@ def span_sums(g, w, span, threads):
     return out
 
 
+@_pjit
+def _count_at_least(g, t, counts):
+    n = g.shape[0]
+    for blk in nb.prange(counts.shape[0]):
+        c = 0
+        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
+            c += float(g[i]) >= t
+        counts[blk] = c
+
+
+@_pjit
+def _write_at_least(g, t, offsets, out):
+    n = g.shape[0]
+    for blk in nb.prange(offsets.shape[0] - 1):
+        buf = np.empty(256, dtype=g.dtype)  # a branch-free append, 256 values at a time
+        k = offsets[blk]
+        for s in range(blk * BLOCK, min(n, (blk + 1) * BLOCK), 256):
+            c = 0
+            for i in range(s, min(n, s + 256)):
+                buf[c] = g[i]
+                c += float(g[i]) >= t
+            out[k : k + c] = buf[:c]
+            k += c
+
+
+def values_at_least(g, t, threads):
+    """Each block counts its values ``>= t``, then writes them at its offset."""
+    _use_threads(threads)
+    counts = np.zeros(-(-g.shape[0] // BLOCK), dtype=np.int64)
+    _count_at_least(g, float(t), counts)
+    offsets = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=g.dtype)
+    _write_at_least(g, float(t), offsets, out)
+    return out
+
+
 #: The capped path's F(nu) and rad.dask's per-chunk rounding use the reference.
 capped_eval = _reference.capped_eval
 depround_blocks = _reference.depround_blocks

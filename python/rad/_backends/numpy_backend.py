@@ -192,6 +192,11 @@ def span_sums(g: np.ndarray, w: float, span: int, threads: int = 1) -> np.ndarra
     return out + 0.0  # a sum that starts from +0.0: a span of -0.0 gains totals +0.0
 
 
+def values_at_least(g: np.ndarray, t: float, threads: int = 1) -> np.ndarray:
+    """The values of ``g`` that are ``>= t``, in index order and ``g``'s dtype."""
+    return g[g >= t]
+
+
 def capped_eval(
     ctx: CappedArrays, nu: float, b: float, m: float, threads: int = 1
 ) -> tuple[float, float, bool, float, float, float]:

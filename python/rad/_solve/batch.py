@@ -21,7 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from rad._backends.params import Params
-from rad._solve.capped import CappedContext, boundary_frac, maximise_dual
+from rad._solve.capped import boundary_frac, solve_capped
 from rad._solve.game import Game
 from rad._solve.solution import NetHarmWarning, Solution
 from rad._solve.validation import check_values
@@ -169,8 +169,7 @@ def _solve_game(game: Game) -> Solution:
                 value = b * _theorem1_value(gains, losses, w_k, m, tau, g, h, count)
                 return done(value, count, tau, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0))
 
-    ctx = CappedContext.build(gains, losses, w_k, backend, threads)
-    nu, ev = maximise_dual(ctx, b, m)
+    ctx, nu, ev = solve_capped(gains, losses, w_k, backend, threads, b, m, kstar)
     if not (math.isfinite(ev.value) and math.isfinite(nu)):
         raise _Overflow
     frac = boundary_frac(ev, b, n)
@@ -180,12 +179,15 @@ def _solve_game(game: Game) -> Solution:
         params = Params("loss", nu, loss_cut=ev.cut, loss_frac=frac)
     support = ctx.rad.support(nu, ev.cut, frac) if ctx.rad is not None and ev.fill == "gain" else None
     count, threshold = support if support is not None else backend.support_stats(gains, losses, w_k, params, threads)
-    _warn_if_harmful(ev.value, gains, losses, w_k, b)
+    _warn_if_harmful(ev.value, gains, losses, w_k, b, ctx.g_max)
     return done(ev.value, count, threshold, True, params)
 
 
-def _warn_if_harmful(value: float, gains: np.ndarray, losses: np.ndarray | None, w: float, b: int) -> None:
-    scale = b * float(np.max(gains)) * (1.0 + w) + (float(np.max(losses)) if losses is not None else 0.0)
+def _warn_if_harmful(value: float, gains: np.ndarray, losses: np.ndarray | None, w: float, b: int,
+                     g_max: float | None = None) -> None:
+    if g_max is None:
+        g_max = float(np.max(gains))
+    scale = b * g_max * (1.0 + w) + (float(np.max(losses)) if losses is not None else 0.0)
     if value < -1e-12 * scale:
         warnings.warn(
             f"the game's value is negative ({value:.6g}): with this many teacher mistakes the "

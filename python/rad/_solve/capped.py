@@ -17,11 +17,18 @@ from typing import Literal
 import numpy as np
 
 from rad._backends.contract import Kernels
-from rad._solve.capped_rad import SortedRadGains, count_above
+from rad._solve.capped_rad import BeyondTop, SortedRadGains, count_above
 
-__all__ = ["CappedContext", "Evaluation", "SortedArrays", "boundary_frac", "maximise_dual"]
+__all__ = ["CappedContext", "Evaluation", "SortedArrays", "boundary_frac", "maximise_dual", "solve_capped",
+           "top_threshold"]
 
 _MAX_ITER = 400
+
+#: The top of the pool holds about this many times the larger of ``b`` and Theorem 1's
+#: support (the capped support ``J`` is at least ``b``; a miss costs one more solve).
+TOP_MARGIN = 2
+#: Points in the strided sample that places the top's threshold.
+TOP_SAMPLE = 1 << 16
 
 #: A boundary group whose share of the budget is below this (relative to ``b``) at a stop
 #: where ``F`` still rises may be floating-point residue at a breakpoint of ``F``, not a real
@@ -79,10 +86,15 @@ class CappedContext:
             self.g_max, self.a_max = float(arrays.g_g[0]), float(arrays.a_g.max())
 
     @staticmethod
-    def build(gains: np.ndarray, losses: np.ndarray | None, w: float, backend: Kernels, threads: int) -> CappedContext:
-        """Sort once: the gains alone with RAD losses, by gain and by loss otherwise."""
+    def build(gains: np.ndarray, losses: np.ndarray | None, w: float, backend: Kernels, threads: int,
+              top_from: float | None = None) -> CappedContext:
+        """Sort once: the gains alone with RAD losses, by gain and by loss otherwise.
+
+        With RAD losses and ``top_from``, only the gains ``>= top_from`` (the top of the
+        pool, :mod:`rad._solve.capped_rad`).
+        """
         if losses is None:
-            return CappedContext(backend, threads, rad=SortedRadGains(gains, w, backend, threads))
+            return CappedContext(backend, threads, rad=SortedRadGains(gains, w, backend, threads, top_from))
         g = np.asarray(gains, dtype=np.float64)
         # Break ties by the other key, so the sorted arrays (and every sum over them)
         # are the same for any permutation of the input: exact permutation equivariance.
@@ -103,6 +115,8 @@ class CappedContext:
         """
         if self._arrays is None:
             assert self.rad is not None
+            if not self.rad.complete:
+                raise BeyondTop
             g_g, a_g = self.rad.g_and_a(self.n)  # the gains' own values, -0.0 included
             l_l = self.rad.w * g_g[::-1]
             self._arrays = SortedArrays(g_g=g_g, a_g=a_g, ends_g=_group_ends(g_g), l_l=l_l,
@@ -145,6 +159,46 @@ def _bisect_bits(lo: float, hi: float) -> float:
     ilo = np.float64(lo).view(np.int64)
     ihi = np.float64(hi).view(np.int64)
     return float(np.int64(ilo + (ihi - ilo) // 2).view(np.float64))
+
+
+def top_threshold(gains: np.ndarray, b: int, support: int) -> float | None:
+    """A gain ``t`` with about ``TOP_MARGIN * max(b, support)`` points ``>= t``.
+
+    None when that is more than half the pool (the whole pool is sorted then). Read off a
+    strided sample of :data:`TOP_SAMPLE` points, so it is the same for every backend and
+    thread count.
+    """
+    n = int(gains.shape[0])
+    want = TOP_MARGIN * max(b, support)
+    if 2 * want > n:
+        return None
+    sample = np.sort(gains[:: max(1, n // TOP_SAMPLE)])
+    s = int(sample.shape[0])
+    return float(sample[s - 1 - min(s - 1, want * s // n)])
+
+
+def solve_capped(gains: np.ndarray, losses: np.ndarray | None, w: float, backend: Kernels, threads: int,
+                 b: int, m: float, support: int) -> tuple[CappedContext, float, Evaluation]:
+    """:func:`maximise_dual` on the top of the pool where that suffices, else on the whole pool.
+
+    With RAD losses the top (:func:`top_threshold`; ``support`` is Theorem 1's ``k*``) is
+    tried first: it needs no full sort of the pool. Its search starts where the top's caps
+    hold ``b``; where ``F`` no longer rises there, or any evaluation needs a lower rank
+    (:class:`~rad._solve.capped_rad.BeyondTop`), the whole pool is sorted and searched.
+    Which of the two answers depends on the gains, ``b`` and ``k*`` only: the same on every
+    backend and thread count.
+    """
+    top_from = top_threshold(gains, b, support) if losses is None else None
+    if top_from is not None:
+        ctx = CappedContext.build(gains, None, w, backend, threads, top_from)
+        try:
+            nu, ev = maximise_dual(ctx, b, m)
+            return ctx, nu, ev
+        except BeyondTop:
+            pass
+    ctx = CappedContext.build(gains, losses, w, backend, threads)
+    nu, ev = maximise_dual(ctx, b, m)
+    return ctx, nu, ev
 
 
 def maximise_dual(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluation]:

@@ -23,6 +23,15 @@ The *loss fill* (the caps cannot hold ``b``) is left to the backends' ``O(n)`` k
 its sums of rooms ``1 - nu/a`` would cancel as ``count - nu Inv``.
 :meth:`SortedRadGains.gain_fill_from` says where the gain fill begins, so the search starts
 there when ``F`` still rises at that point and never evaluates the loss fill.
+
+**The top of the pool** (``docs/design.md`` §1, "The top of the pool"). Every formula above
+reads ranks ``[0, J]`` only (``J``'s tie group included), so a context may hold just the
+pool's values ``>= t`` for some ``t`` (:meth:`~rad._backends.contract.Kernels.values_at_least`,
+sorted: no full sort of the pool). Its tie groups are whole (every value ``>= t`` is in it)
+and its prefixes and block offsets are those of the full sort, rank for rank. Such a context
+starts its gain fill where *its* caps hold ``b`` (at or above the whole pool's start), so
+every evaluation from there up reads only its ranks; an evaluation that would need a rank
+beyond them raises :class:`BeyondTop`, and the caller solves again on the whole pool.
 """
 
 from __future__ import annotations
@@ -35,10 +44,14 @@ import numpy as np
 from rad._backends.contract import Kernels
 from rad._backends.numpy_backend import rad_terms
 
-__all__ = ["SPAN", "SortedRadGains", "count_above", "sort_interruptibly"]
+__all__ = ["SPAN", "BeyondTop", "SortedRadGains", "count_above", "sort_interruptibly"]
 
 #: Points per block of the sequential sums (the offsets' spacing).
 SPAN = 4096
+
+
+class BeyondTop(Exception):
+    """An evaluation needs points below the values a top-of-the-pool context holds."""
 
 
 def sort_interruptibly(x: np.ndarray) -> None:
@@ -74,15 +87,25 @@ class SortedRadGains:
     backend, threads
         The backend whose :meth:`~rad._backends.contract.Kernels.span_sums` sums the spans
         (every backend gives the same bits).
+    top_from : float, optional
+        Hold only the gains ``>= top_from`` (the module's "top of the pool"); all of them
+        by default.
     """
 
-    def __init__(self, gains: np.ndarray, w: float, backend: Kernels, threads: int) -> None:
-        g = np.negative(gains)  # -g ascending = g descending; negation is exact
+    def __init__(self, gains: np.ndarray, w: float, backend: Kernels, threads: int,
+                 top_from: float | None = None) -> None:
+        if top_from is None:
+            g = np.negative(gains)  # -g ascending = g descending; negation is exact
+        else:
+            g = backend.values_at_least(gains, top_from, threads)
+            np.negative(g, out=g)
         sort_interruptibly(g)  # NumPy's vectorised sort: faster here than a C++ radix sort
         np.negative(g, out=g)
         self.g = g
         self.w = float(w)
-        self.n = int(g.shape[0])
+        self.n = int(gains.shape[0])  # the pool's points
+        self.size = int(g.shape[0])  # the ranks held: [0, size)
+        self.complete = self.size == self.n
         totals = backend.span_sums(g, self.w, SPAN, threads)
         offsets = np.zeros((3, totals.shape[1] + 1))
         np.cumsum(totals, axis=1, out=offsets[:, 1:])
@@ -176,8 +199,12 @@ class SortedRadGains:
 
         ``C(n)`` grows with ``nu``; below this point the budget spills onto the loss order.
         Bisection of the doubles' bit patterns in ``[0, max a]`` (``C(n) = n >= b`` there).
+        A top-of-the-pool context answers for its own ranks: the least ``nu`` where
+        ``C(size) >= b``, from where on it can evaluate ``F``.
         """
-        n = self.n
+        n = self.size
+        if n < b:  # C(size) <= size: the top's caps never hold b
+            raise BeyondTop
         if self.caps(0.0, self.capped_count(0.0), n) >= b:
             return None
         lo, hi = 0, int(np.float64(self.a_max).view(np.int64))
@@ -199,7 +226,9 @@ class SortedRadGains:
         """
         k = self.capped_count(nu)
         base = nu * self.prefix(0, k)  # C(k); C(n) = C(k) + (n - k)
-        if base + (self.n - k) < b:
+        if base + (self.size - k) < b:
+            if not self.complete:  # the fill goes on below the values held
+                raise BeyondTop
             return None
         s = self.first_reaching(nu, k, base, b)
         start, end = self.group_start(s - 1), self.group_end(s - 1)
@@ -224,7 +253,7 @@ class SortedRadGains:
             return None
         start = count_above(self.g, cut)
         count = start
-        if start < self.n and float(self.g[start]) == cut and frac * self.cap_of(cut, nu) > 0:
+        if start < self.size and float(self.g[start]) == cut and frac * self.cap_of(cut, nu) > 0:
             count = self.group_end(start)
         if count == 0:
             return 0, float("inf")
