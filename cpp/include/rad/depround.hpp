@@ -80,7 +80,6 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     std::int64_t* cum_of = cum_buf.data();  // from keep_from on: each item's running mass M
     O[0] = 0;
     double sub[kSub];
-    std::int64_t su[kSub];
     // Items' running masses are kept from the point where the block turns out dense (more
     // than one unit of mass per kDenseItems items so far): there lookups are many (a capped
     // pool picks every few items). A sparse block is looked up a few times per pick, and
@@ -92,20 +91,25 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         if (keep_from == len && s0 > 0 && O[s0 / kChunk] > kOne / kDenseItems * s0) keep_from = s0;
         fill(s0, cnt, sub);
         // Units (branch-free, one 8-wide vector per chunk: kChunk == 8) and the chunk
-        // offsets in one pass; a certain item (units == kOne) is taken here, in ascending
-        // order, and keeps 0 units (a capped pool has one every dozen items).
+        // offsets in one pass, and in a dense stretch each item's running mass; a certain
+        // item (units == kOne) is taken here, in ascending order, and keeps 0 units (a
+        // capped pool has one every dozen items).
+        const bool dense = s0 >= keep_from;
         if (cnt == kSub) {
             using namespace simd;
             const d8 zero = splat8(0.0), one = splat8(1.0), scale = splat8(kUnitScale), half = splat8(0.5);
             const l8 certain_units = l8{} + kOne;
-            std::int64_t run = O[s0 / kChunk];  // in a register: O may alias su for the compiler
+            std::int64_t run = O[s0 / kChunk];  // in a register: O may alias cum_of for the compiler
             for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk) {
                 const d8 p = load8(sub + c0);
                 const d8 x = select(p > zero, select(p < one, p, one), zero);  // units(): the same operations
                 l8 u = __builtin_convertvector(x * scale + half, l8);
                 const l8 certain = u == certain_units;
                 u = certain ? l8{} : u;
-                std::memcpy(su + c0, &u, sizeof u);
+                if (dense) {
+                    const l8 c = inclusive_prefix(u) + run;
+                    std::memcpy(cum_of + s0 + c0, &c, sizeof c);
+                }
                 run += simd::hsum(u);
                 O[(s0 + c0) / kChunk + 1] = run;
                 for (unsigned bits = movemask(certain); bits != 0; bits &= bits - 1)
@@ -116,19 +120,16 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
             for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
                 const std::int64_t c1 = std::min(cnt, c0 + kChunk);
                 for (std::int64_t i = c0; i < c1; ++i) {
-                    su[i] = units(sub[i]);
-                    if (su[i] == kOne) {
+                    std::int64_t u = units(sub[i]);
+                    if (u == kOne) {
                         taken.push_back(base_index + s0 + i);
-                        su[i] = 0;
+                        u = 0;
                     }
-                    run += su[i];
+                    run += u;
+                    if (dense) cum_of[s0 + i] = run;
                 }
                 O[(s0 + c0) / kChunk + 1] = run;
             }
-        }
-        if (s0 >= keep_from) {
-            std::int64_t run = O[s0 / kChunk];
-            for (std::int64_t i = 0; i < cnt; ++i) cum_of[s0 + i] = run += su[i];
         }
     }
     // One chunk of a sparse stretch again: its units and running sums (cum[i] = O_c + local).

@@ -190,6 +190,14 @@ inline std::int64_t hsum(l8 v) {
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 #endif
 }
+// Lane j holds v[0] + ... + v[j] (integers: exact in any order).
+inline l8 inclusive_prefix(l8 v) {
+    const l8 z = {};
+    v += __builtin_shufflevector(z, v, 0, 8, 9, 10, 11, 12, 13, 14);
+    v += __builtin_shufflevector(z, v, 0, 1, 8, 9, 10, 11, 12, 13);
+    v += __builtin_shufflevector(z, v, 0, 1, 2, 3, 8, 9, 10, 11);
+    return v;
+}
 // Bit j set iff lane j of the mask is set.
 inline unsigned movemask(l8 m) {
 #if defined(__AVX512DQ__)
