@@ -215,6 +215,13 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         return last_positive(e);
     };
     const auto certain_end = static_cast<std::ptrdiff_t>(taken.size());  // ascending from here back
+    // Taken at a crossing: the crossing item j (ascending, in `taken`) or the run's survivor.
+    // Survivors taken are ascending too: after one is taken the carried item is j, and every
+    // later survivor is that item, a later j or a later run's item. With `ascending` they
+    // wait in `survivors` for the merge below; otherwise they go to `taken` as found.
+    thread_local std::vector<std::int64_t> survivors;
+    survivors.clear();
+    std::vector<std::int64_t>& taken_survivors = ascending ? survivors : taken;
     std::int64_t base = 0, m_start = 0, start = 0, carry = -1;
     for (;;) {
         const std::int64_t j = search(start, len, base + kOne, false);
@@ -225,7 +232,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
             taken.push_back(base_index + j);
             carry = -1;
         } else if (survivor_taken(rs, held, mass(j))) {
-            taken.push_back(base_index + pick);
+            taken_survivors.push_back(base_index + pick);
             carry = j;
         } else {
             taken.push_back(base_index + j);
@@ -237,12 +244,18 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     }
     const std::int64_t pick = resolve(start, len, base, m_start, carry);
     if (ascending) {
-        // The certain items came in ascending order, the picks (a carried item can be taken
-        // late) do not: sort the picks and merge, so the blocks concatenate in order (a
-        // capped pool takes ~80% of b as certain items; one serial sort of all b indices
-        // cost more than the rounding).
-        std::sort(taken.begin() + certain_end, taken.end());
-        std::inplace_merge(taken.begin() + first_taken, taken.begin() + certain_end, taken.end());
+        // Three ascending runs: the certain items, the crossing items and the survivors.
+        // The last two merge into scratch, then the certain items merge with them from the
+        // back, in place (the blocks then concatenate in order).
+        thread_local std::vector<std::int64_t> picks;
+        picks.resize(static_cast<size_t>(taken.end() - (taken.begin() + certain_end)) + survivors.size());
+        std::merge(taken.begin() + certain_end, taken.end(), survivors.begin(), survivors.end(), picks.begin());
+        taken.resize(static_cast<size_t>(certain_end) + picks.size());
+        std::int64_t* t = taken.data();
+        const std::int64_t* pk = picks.data();
+        std::ptrdiff_t i = certain_end - 1, k = static_cast<std::ptrdiff_t>(taken.size()) - 1;
+        for (std::ptrdiff_t p = static_cast<std::ptrdiff_t>(picks.size()) - 1; p >= 0; --k)
+            t[k] = i >= first_taken && t[i] > pk[p] ? t[i--] : pk[p--];
     }
     return {pick >= 0 ? base_index + pick : -1, from_units(O[nch] - base)};
 }

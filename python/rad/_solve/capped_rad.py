@@ -111,6 +111,7 @@ class SortedRadGains:
         np.cumsum(totals, axis=1, out=offsets[:, 1:])
         self._totals = totals
         self._offsets = offsets
+        self._spans: dict[int, np.ndarray] = {}
         self.g_max = float(g[0])
         self.a_max = self.a_at(0)
 
@@ -137,6 +138,20 @@ class SortedRadGains:
         """:func:`~rad._backends.numpy_backend.rad_terms` of ranks ``[lo, hi)``."""
         return rad_terms(self.g[lo:hi], self.w)
 
+    def _running(self, blk: int) -> np.ndarray:
+        """The sequential running sums of the three terms inside span ``blk`` (3 rows).
+
+        ``np.cumsum`` adds in order, so entry ``r - 1`` is the sum of the span's first ``r``
+        terms, bit for bit. Kept for the spans the search revisits as it converges.
+        """
+        got = self._spans.get(blk)
+        if got is None:
+            if len(self._spans) >= 64:
+                self._spans.clear()
+            got = np.cumsum(np.stack(self._terms(blk * SPAN, min(self.size, (blk + 1) * SPAN))), axis=1)
+            self._spans[blk] = got
+        return got
+
     # ------------------------------------------------------------------ sums
 
     def prefix(self, row: int, s: int) -> float:
@@ -147,7 +162,7 @@ class SortedRadGains:
             return base
         # base + (the block's sequential sum so far): at r = SPAN this is the next offset,
         # and it grows with s, so C(s) is monotone across a block's end as well as inside it.
-        return base + float(np.cumsum(self._terms(blk * SPAN, s)[row])[-1])
+        return base + float(self._running(blk)[row, r - 1])
 
     def range_sum(self, row: int, s: int, e: int) -> float:
         """Sum of term ``row`` over ranks ``[s, e)``, added directly in rank order (no difference)."""
@@ -185,7 +200,7 @@ class SortedRadGains:
         if base >= b:  # inside the capped prefix: the block by its offsets, then the point
             j = bisect.bisect_left(self._offsets[0], b, key=lambda o: nu * float(o))  # C(j SPAN) >= b
             lo, hi = (j - 1) * SPAN, min(j * SPAN, k)
-            cs = float(self._offsets[0, j - 1]) + np.cumsum(self._terms(lo, hi)[0])
+            cs = float(self._offsets[0, j - 1]) + self._running(j - 1)[0, : hi - lo]
             return lo + 1 + int(np.argmax(nu * cs >= b))
         t = max(1, int(np.ceil(b - base)))  # then t points at cap 1
         while t > 1 and base + (t - 1) >= b:
