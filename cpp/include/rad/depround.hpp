@@ -100,21 +100,28 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
             const d8 zero = splat8(0.0), one = splat8(1.0), scale = splat8(kUnitScale), half = splat8(0.5);
             const l8 certain_units = l8{} + kOne;
             std::int64_t run = O[s0 / kChunk];  // in a register: O may alias cum_of for the compiler
-            for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk) {
+            auto units8 = [&](std::int64_t c0) {  // units() of eight items: the same operations
                 const d8 p = load8(sub + c0);
-                const d8 x = select(p > zero, select(p < one, p, one), zero);  // units(): the same operations
-                l8 u = __builtin_convertvector(x * scale + half, l8);
+                const d8 x = select(p > zero, select(p < one, p, one), zero);
+                return __builtin_convertvector(x * scale + half, l8);
+            };
+            l8 any_certain = {};
+            for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk) {
+                l8 u = units8(c0);
                 const l8 certain = u == certain_units;
                 u = certain ? l8{} : u;
+                any_certain |= certain;
                 if (dense) {
                     const l8 c = inclusive_prefix(u) + run;
                     std::memcpy(cum_of + s0 + c0, &c, sizeof c);
                 }
                 run += simd::hsum(u);
                 O[(s0 + c0) / kChunk + 1] = run;
-                for (unsigned bits = movemask(certain); bits != 0; bits &= bits - 1)
-                    taken.push_back(base_index + s0 + c0 + __builtin_ctz(bits));
             }
+            if (movemask(any_certain) != 0)  // rare but in a capped pool: find them again
+                for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk)
+                    for (unsigned bits = movemask(units8(c0) == certain_units); bits != 0; bits &= bits - 1)
+                        taken.push_back(base_index + s0 + c0 + __builtin_ctz(bits));
         } else {
             std::int64_t run = O[s0 / kChunk];
             for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
