@@ -333,12 +333,27 @@ def test_a_top_that_misses_falls_back_to_the_whole_pool(monkeypatch: pytest.Monk
     where F already falls): BeyondTop, then the whole pool is sorted and searched, with the
     same bits as a solve that never tried the top."""
     g = np.random.default_rng(6).uniform(0, 1, 100_000)
-    monkeypatch.setattr(capped_mod, "top_threshold", lambda gains, b, support: None)
+    monkeypatch.setattr(capped_mod, "top_threshold", lambda gains, b, support, margin: None)
     want = rad.solve(g, 100.0, 10_000)
     monkeypatch.undo()
     seen = _top_attempts(monkeypatch)
-    monkeypatch.setattr(capped_mod, "TOP_MARGIN", 1)
+    monkeypatch.setattr(capped_mod, "TOP_MARGINS", (1,))
     got = rad.solve(g, 100.0, 10_000)
     assert seen == [("top", False), ("whole", True)]
     assert got.capped and (got.value, got.params, got.k_star) == (want.value, want.params, want.k_star)
     np.testing.assert_array_equal(got.probabilities(), want.probabilities())
+
+
+def test_a_larger_top_answers_when_the_first_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tops are tried in turn: one of about b points misses, one of about 8 b answers,
+    with the whole pool's optimum (to its rounding) and a q that spends b."""
+    g = np.random.default_rng(6).uniform(0, 1, 400_000)
+    monkeypatch.setattr(capped_mod, "TOP_MARGINS", ())
+    whole = rad.solve(g, 10.0, 10_000)  # no top: the whole pool
+    monkeypatch.undo()
+    seen = _top_attempts(monkeypatch)
+    monkeypatch.setattr(capped_mod, "TOP_MARGINS", (1, 8))
+    got = rad.solve(g, 10.0, 10_000)
+    assert seen == [("top", False), ("top", True)]
+    assert got.capped and abs(got.value - whole.value) <= 1e-12 * whole.value
+    assert abs(got.probabilities().sum() - 10_000) <= 1e-9

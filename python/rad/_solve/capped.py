@@ -24,9 +24,10 @@ __all__ = ["CappedContext", "Evaluation", "SortedArrays", "boundary_frac", "maxi
 
 _MAX_ITER = 400
 
-#: The top of the pool holds about this many times the larger of ``b`` and Theorem 1's
-#: support (the capped support ``J`` is at least ``b``; a miss costs one more solve).
-TOP_MARGIN = 2
+#: The tops of the pool tried in turn, each about this many times the larger of ``b`` and
+#: Theorem 1's support (the capped support ``J`` is at least ``b``; a miss costs one more
+#: solve), while at most half the pool.
+TOP_MARGINS = (2, 8)
 #: Points in the strided sample that places the top's threshold.
 TOP_SAMPLE = 1 << 16
 
@@ -161,15 +162,15 @@ def _bisect_bits(lo: float, hi: float) -> float:
     return float(np.int64(ilo + (ihi - ilo) // 2).view(np.float64))
 
 
-def top_threshold(gains: np.ndarray, b: int, support: int) -> float | None:
-    """A gain ``t`` with about ``TOP_MARGIN * max(b, support)`` points ``>= t``.
+def top_threshold(gains: np.ndarray, b: int, support: int, margin: int) -> float | None:
+    """A gain ``t`` with about ``margin * max(b, support)`` points ``>= t``.
 
     None when that is more than half the pool (the whole pool is sorted then). Read off a
     strided sample of :data:`TOP_SAMPLE` points, so it is the same for every backend and
     thread count.
     """
     n = int(gains.shape[0])
-    want = TOP_MARGIN * max(b, support)
+    want = margin * max(b, support)
     if 2 * want > n:
         return None
     sample = np.sort(gains[:: max(1, n // TOP_SAMPLE)])
@@ -181,21 +182,23 @@ def solve_capped(gains: np.ndarray, losses: np.ndarray | None, w: float, backend
                  b: int, m: float, support: int) -> tuple[CappedContext, float, Evaluation]:
     """:func:`maximise_dual` on the top of the pool where that suffices, else on the whole pool.
 
-    With RAD losses the top (:func:`top_threshold`; ``support`` is Theorem 1's ``k*``) is
-    tried first: it needs no full sort of the pool. Its search starts where the top's caps
-    hold ``b``; where ``F`` no longer rises there, or any evaluation needs a lower rank
-    (:class:`~rad._solve.capped_rad.BeyondTop`), the whole pool is sorted and searched.
-    Which of the two answers depends on the gains, ``b`` and ``k*`` only: the same on every
-    backend and thread count.
+    With RAD losses the tops (:func:`top_threshold` for each of :data:`TOP_MARGINS`;
+    ``support`` is Theorem 1's ``k*``) are tried first: they need no full sort of the pool.
+    A top's search starts where its caps hold ``b``; where ``F`` no longer rises there, or
+    any evaluation needs a lower rank (:class:`~rad._solve.capped_rad.BeyondTop`), the next
+    top is tried, then the whole pool is sorted and searched. Which one answers depends on
+    the gains, ``b`` and ``k*`` only: the same on every backend and thread count.
     """
-    top_from = top_threshold(gains, b, support) if losses is None else None
-    if top_from is not None:
+    for margin in TOP_MARGINS if losses is None else ():
+        top_from = top_threshold(gains, b, support, margin)
+        if top_from is None:
+            break
         ctx = CappedContext.build(gains, None, w, backend, threads, top_from)
         try:
             nu, ev = maximise_dual(ctx, b, m)
             return ctx, nu, ev
         except BeyondTop:
-            pass
+            continue
     ctx = CappedContext.build(gains, losses, w, backend, threads)
     nu, ev = maximise_dual(ctx, b, m)
     return ctx, nu, ev
