@@ -357,3 +357,37 @@ def test_a_larger_top_answers_when_the_first_misses(monkeypatch: pytest.MonkeyPa
     assert seen == [("top", False), ("top", True)]
     assert got.capped and abs(got.value - whole.value) <= 1e-12 * whole.value
     assert abs(got.probabilities().sum() - 10_000) <= 1e-9
+
+
+def test_an_extended_top_is_the_top_at_the_lower_threshold() -> None:
+    """Extending a top sorts only the new values; the result holds the same sorted values
+    and span totals as a top built at the lower threshold (ties at both thresholds,
+    float32, several spans)."""
+    rng = np.random.default_rng(12)
+    g = (rng.integers(0, 400, 3 * SPAN + 100) / 399).astype(np.float32)
+    whole = np.sort(g)[::-1]
+    for hi_rank, lo_rank in ((SPAN // 2, 2 * SPAN), (100, 101), (10, 3 * SPAN)):
+        t_hi, t_lo = float(whole[hi_rank]), float(whole[lo_rank])
+        grown = CappedContext.build(g, None, 0.7, reference, 1, top_from=t_hi)
+        assert grown.rad is not None
+        grown.rad.extend(g, t_lo)
+        fresh = CappedContext.build(g, None, 0.7, reference, 1, top_from=t_lo)
+        assert fresh.rad is not None
+        assert grown.rad.size == fresh.rad.size == int(np.count_nonzero(g >= t_lo))
+        np.testing.assert_array_equal(grown.rad.g.view(np.uint8), fresh.rad.g.view(np.uint8))
+        answered = 0
+        for nu in (0.3, 0.7, 1.2, 1.5, fresh.a_max):
+            got = [_fill_or_beyond(top, nu) for top in (grown, fresh)]
+            assert got[0] == got[1], (hi_rank, lo_rank, nu)
+            answered += got[0] != "beyond"
+        assert answered >= 2
+
+
+def _fill_or_beyond(ctx: CappedContext, nu: float) -> object:
+    from rad._solve.capped_rad import BeyondTop
+
+    assert ctx.rad is not None
+    try:
+        return ctx.rad.gain_fill(nu, 50, 3.0)
+    except BeyondTop:
+        return "beyond"

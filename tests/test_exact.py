@@ -186,13 +186,13 @@ def _small_batch_rad_instances(draw: st.DrawFn) -> dict:
     return {**inst, "b": b, "m": m}
 
 
-@pytest.mark.parametrize("margins", [(2, 8), (1,)])
+@pytest.mark.parametrize("margins", [(1.25, 2.5, 8.0), (1.0, 1.5, 2.0, 8.0), (1.0,)])
 @settings(max_examples=100)
 @given(inst=_small_batch_rad_instances())
-def test_the_top_of_the_pool_is_exact(margins: tuple[int, ...], inst: dict) -> None:
+def test_the_top_of_the_pool_is_exact(margins: tuple[float, ...], inst: dict) -> None:
     """The capped search on the top of the pool (two thirds of the examples; the rest are
-    Theorem 1 or a pool too small for a top) against the exact optimum, with the default
-    top and with one of about b points."""
+    Theorem 1 or a pool too small for a top) against the exact optimum: the default tops,
+    tops grown in smaller steps, and one top of about b points."""
     with mock.patch.object(capped, "TOP_MARGINS", margins):
         sol = _solve(inst)
     game, opt, tol = _reference(inst)

@@ -25,9 +25,10 @@ __all__ = ["CappedContext", "Evaluation", "SortedArrays", "boundary_frac", "maxi
 _MAX_ITER = 400
 
 #: The tops of the pool tried in turn, each about this many times the larger of ``b`` and
-#: Theorem 1's support (the capped support ``J`` is at least ``b``; a miss costs one more
-#: solve), while at most half the pool.
-TOP_MARGINS = (2, 8)
+#: Theorem 1's support, while at most half the pool. The capped support ``J`` is at least
+#: ``b``, and close to it when few points are fractional; a miss extends the top (a pass to
+#: gather, a sort of the new values only) and searches again.
+TOP_MARGINS = (1.25, 2.5, 8.0)
 #: Points in the strided sample that places the top's threshold.
 TOP_SAMPLE = 1 << 16
 
@@ -162,7 +163,7 @@ def _bisect_bits(lo: float, hi: float) -> float:
     return float(np.int64(ilo + (ihi - ilo) // 2).view(np.float64))
 
 
-def top_threshold(gains: np.ndarray, b: int, support: int, margin: int) -> float | None:
+def top_threshold(gains: np.ndarray, b: int, support: int, margin: float) -> float | None:
     """A gain ``t`` with about ``margin * max(b, support)`` points ``>= t``.
 
     None when that is more than half the pool (the whole pool is sorted then). Read off a
@@ -170,7 +171,7 @@ def top_threshold(gains: np.ndarray, b: int, support: int, margin: int) -> float
     thread count.
     """
     n = int(gains.shape[0])
-    want = margin * max(b, support)
+    want = int(margin * max(b, support))
     if 2 * want > n:
         return None
     sample = np.sort(gains[:: max(1, n // TOP_SAMPLE)])
@@ -185,18 +186,23 @@ def solve_capped(gains: np.ndarray, losses: np.ndarray | None, w: float, backend
     With RAD losses the tops (:func:`top_threshold` for each of :data:`TOP_MARGINS`;
     ``support`` is Theorem 1's ``k*``) are tried first: they need no full sort of the pool.
     A top's search starts where its caps hold ``b``; where ``F`` no longer rises there, or
-    any evaluation needs a lower rank (:class:`~rad._solve.capped_rad.BeyondTop`), the next
-    top is tried, then the whole pool is sorted and searched. Which one answers depends on
+    any evaluation needs a lower rank (:class:`~rad._solve.capped_rad.BeyondTop`), the top
+    is extended to the next threshold, then the whole pool is sorted and searched. Which one answers depends on
     the gains, ``b`` and ``k*`` only: the same on every backend and thread count.
     """
+    top: CappedContext | None = None
     for margin in TOP_MARGINS if losses is None else ():
         top_from = top_threshold(gains, b, support, margin)
         if top_from is None:
             break
-        ctx = CappedContext.build(gains, None, w, backend, threads, top_from)
+        if top is None:
+            top = CappedContext.build(gains, None, w, backend, threads, top_from)
+        else:
+            assert top.rad is not None
+            top.rad.extend(gains, top_from)
         try:
-            nu, ev = maximise_dual(ctx, b, m)
-            return ctx, nu, ev
+            nu, ev = maximise_dual(top, b, m)
+            return top, nu, ev
         except BeyondTop:
             continue
     ctx = CappedContext.build(gains, losses, w, backend, threads)

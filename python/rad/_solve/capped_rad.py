@@ -75,6 +75,16 @@ def count_above(sorted_desc: np.ndarray, value: float) -> int:
     return bisect.bisect_left(sorted_desc, -value, key=lambda v: -float(v))
 
 
+def _sorted_desc(negated: np.ndarray) -> np.ndarray:
+    """The values of ``-negated`` in descending order, in ``negated``'s memory.
+
+    ``-g`` ascending is ``g`` descending (negation is exact).
+    """
+    sort_interruptibly(negated)  # NumPy's vectorised sort: faster here than a C++ radix sort
+    np.negative(negated, out=negated)
+    return negated
+
+
 class SortedRadGains:
     """The gains sorted in descending order and the block offsets of ``1/a``, ``g/a`` and ``g``.
 
@@ -94,26 +104,38 @@ class SortedRadGains:
 
     def __init__(self, gains: np.ndarray, w: float, backend: Kernels, threads: int,
                  top_from: float | None = None) -> None:
-        if top_from is None:
-            g = np.negative(gains)  # -g ascending = g descending; negation is exact
-        else:
-            g = backend.values_at_least(gains, top_from, threads)
-            np.negative(g, out=g)
-        sort_interruptibly(g)  # NumPy's vectorised sort: faster here than a C++ radix sort
-        np.negative(g, out=g)
-        self.g = g
         self.w = float(w)
         self.n = int(gains.shape[0])  # the pool's points
+        self._backend, self._threads = backend, threads
+        held = np.negative(gains) if top_from is None else backend.values_at_least(gains, top_from, threads)
+        if top_from is not None:
+            np.negative(held, out=held)
+        self._hold(_sorted_desc(held))
+        self.g_max = float(self.g[0])
+        self.a_max = self.a_at(0)
+
+    def extend(self, gains: np.ndarray, top_from: float) -> None:
+        """Hold the gains ``>= top_from`` too (below the values held): the top grows.
+
+        Only the new values are sorted (each is below every value held, whose tie groups
+        are whole); the result is the top at ``top_from``, bit for bit.
+        """
+        more = self._backend.values_at_least(gains, top_from, self._threads)
+        more = more[more < self.g[-1]]
+        np.negative(more, out=more)
+        self._hold(np.concatenate((self.g, _sorted_desc(more))))
+
+    def _hold(self, g: np.ndarray) -> None:
+        """Hold the descending ``g`` and its span totals and offsets."""
+        self.g = g
         self.size = int(g.shape[0])  # the ranks held: [0, size)
         self.complete = self.size == self.n
-        totals = backend.span_sums(g, self.w, SPAN, threads)
+        totals = self._backend.span_sums(g, self.w, SPAN, self._threads)
         offsets = np.zeros((3, totals.shape[1] + 1))
         np.cumsum(totals, axis=1, out=offsets[:, 1:])
         self._totals = totals
         self._offsets = offsets
         self._spans: dict[int, np.ndarray] = {}
-        self.g_max = float(g[0])
-        self.a_max = self.a_at(0)
 
     # ------------------------------------------------------------------ per-point terms
 
