@@ -107,8 +107,10 @@ class SortedRadGains:
         self.w = float(w)
         self.n = int(gains.shape[0])  # the pool's points
         self._backend, self._threads = backend, threads
-        held = np.negative(gains) if top_from is None else backend.values_at_least(gains, top_from, threads)
-        if top_from is not None:
+        if top_from is None:
+            held = np.negative(gains)  # a copy
+        else:
+            held = backend.values_at_least(gains, top_from, threads)  # a fresh array
             np.negative(held, out=held)
         self._hold(_sorted_desc(held))
         self.g_max = float(self.g[0])
