@@ -35,6 +35,17 @@ def test_rad_select(benchmark, gains, backend):
     assert idx.shape == (1000,)
 
 
+@pytest.mark.benchmark(group="capped-1e6")
+@pytest.mark.parametrize("backend", ["cpp", "numba"])
+@pytest.mark.parametrize("budget", ["capped", "uncapped"])
+def test_rad_select_capped_vs_uncapped(benchmark, gains, backend, budget):
+    """Caps bind (m = 0.001 n, b = n / 10: the top of the pool) against the default budget."""
+    m, b = (0.001 * N, N // 10) if budget == "capped" else (0.3 * N, 1000)
+    rad.select(gains, m, b, rng=0, backend=backend)  # JIT warm-up
+    idx = benchmark(rad.select, gains, m, b, rng=0, backend=backend)
+    assert idx.shape == (b,)
+
+
 @pytest.mark.benchmark(group="select-1e6")
 def test_rad_select_sorted_path(benchmark, gains):
     benchmark(rad.select, gains, 0.3 * N, 1000, rng=0, method="sorted")
