@@ -224,13 +224,17 @@ def merge_leftovers(
     return taken, int(ids[pick]) if pick >= 0 else -1
 
 
-def finish_selection(taken: list[int] | np.ndarray, pick: int, b: int) -> np.ndarray:
-    """Round the final leftover so that exactly ``b`` distinct indices come out (sorted)."""
-    out = np.asarray(taken, dtype=np.int64)
+def finish_selection(taken: list[int] | np.ndarray, pick: int, b: int, *, in_place: bool = False) -> np.ndarray:
+    """Round the final leftover so that exactly ``b`` distinct indices come out (sorted).
+
+    With ``in_place``, ``taken`` is an int64 array the caller gives up: it is sorted where
+    it lies (no copy of ``b`` indices).
+    """
+    out = taken if in_place and isinstance(taken, np.ndarray) else np.array(taken, dtype=np.int64)
     if out.shape[0] == b - 1 and pick >= 0:
         out = np.append(out, pick)
-    out = np.sort(out)
-    if out.shape[0] != b or (b > 1 and not np.all(np.diff(out) > 0)):
+    out.sort()
+    if out.shape[0] != b or (b > 1 and not np.all(out[1:] > out[:-1])):
         raise RuntimeError(
             f"internal error: DepRound produced {out.shape[0]} indices for a budget of {b}"
         )

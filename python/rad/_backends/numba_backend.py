@@ -458,23 +458,39 @@ def _round_blocks_local(q, first_blk, last_blk, states, buf, counts, left_idx, l
 
 
 def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.ndarray:
-    """Blocks rounded in parallel groups (scratch: a few blocks per thread), then the merge."""
+    """Blocks rounded in parallel groups (scratch: a few blocks per thread), then the merge.
+
+    The taken indices go straight into the one array of ``b`` that is returned (the blocks
+    and the merge take at most ``b``), sorted where they lie.
+    """
     nblk = -(-n // BLOCK)
     group = 64  # blocks per parallel call: 16 MiB of int32 scratch, few Python round trips
     left_idx = np.full(nblk, -1, np.int64)
     left_mass = np.zeros(nblk)
-    pieces: list[np.ndarray] = []
+    out = np.empty(b, np.int64)
+    pos = 0
+
+    def put(idx: np.ndarray, offset: int) -> None:
+        nonlocal pos
+        end = pos + idx.shape[0]
+        if end > b:
+            raise RuntimeError(f"internal error: DepRound took more than {b} indices")
+        out[pos:end] = idx
+        out[pos:end] += offset
+        pos = end
+
     buf = np.empty((group, BLOCK), np.int32)
     counts = np.zeros(group, np.int64)
     for first in range(0, nblk, group):
         last = min(nblk, first + group)
         states = np.array([stream_state(key, blk) for blk in range(first, last)], dtype=np.uint64)
         round_group(first, last, states, buf, counts, left_idx, left_mass)
-        pieces.extend(buf[j, : counts[j]].astype(np.int64) + (first + j) * BLOCK for j in range(last - first))
+        for j in range(last - first):
+            put(buf[j, : counts[j]], (first + j) * BLOCK)
     keep = left_mass > 0
     merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key)
-    pieces.append(np.asarray(merged, np.int64))
-    return finish_selection(np.concatenate(pieces), li, b)
+    put(np.asarray(merged, np.int64), 0)
+    return finish_selection(out[:pos], li, b, in_place=True)
 
 
 def _round_one(masses: np.ndarray, state: int) -> tuple[np.ndarray, int, float]:
