@@ -187,8 +187,9 @@ def solve_capped(gains: np.ndarray, losses: np.ndarray | None, w: float, backend
     ``support`` is Theorem 1's ``k*``) are tried first: they need no full sort of the pool.
     A top's search starts where its caps hold ``b``; where ``F`` no longer rises there, or
     any evaluation needs a lower rank (:class:`~rad._solve.capped_rad.BeyondTop`), the top
-    is extended to the next threshold, then the whole pool is sorted and searched. Which one answers depends on
-    the gains, ``b`` and ``k*`` only: the same on every backend and thread count.
+    is extended to the next threshold, then the whole pool is sorted and searched. Which
+    one answers depends on the gains, ``b`` and ``k*`` only: the same on every backend and
+    thread count.
     """
     top: CappedContext | None = None
     for margin in TOP_MARGINS if losses is None else ():

@@ -31,7 +31,8 @@ sorted: no full sort of the pool). Its tie groups are whole (every value ``>= t`
 and its prefixes and block offsets are those of the full sort, rank for rank. Such a context
 starts its gain fill where *its* caps hold ``b`` (at or above the whole pool's start), so
 every evaluation from there up reads only its ranks; an evaluation that would need a rank
-beyond them raises :class:`BeyondTop`, and the caller solves again on the whole pool.
+beyond them raises :class:`BeyondTop`, and the caller extends the top
+(:meth:`SortedRadGains.extend`) or solves again on the whole pool.
 """
 
 from __future__ import annotations
