@@ -211,10 +211,11 @@ auto interruptible(std::int64_t n, F&& f) -> decltype(f()) {
     return std::move(*result);
 }
 
-py::array_t<std::int64_t> to_array(std::vector<std::int64_t>&& v) {
-    auto* heap = new std::vector<std::int64_t>(std::move(v));
-    py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<std::int64_t>*>(p); });
-    return py::array_t<std::int64_t>(static_cast<py::ssize_t>(heap->size()), heap->data(), owner);
+template <class V>
+py::array_t<V> to_array(std::vector<V>&& v) {
+    auto* heap = new std::vector<V>(std::move(v));
+    py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<V>*>(p); });
+    return py::array_t<V>(static_cast<py::ssize_t>(heap->size()), heap->data(), owner);
 }
 
 template <class T>
@@ -327,7 +328,7 @@ void bind_for(py::module_& m) {
         const std::int64_t n = g.size();
         std::vector<T> r;
         r = interruptible(n, [&] { return rad::values_at_least(gp, n, t, threads); });
-        return py::array_t<T>(static_cast<py::ssize_t>(r.size()), r.data());
+        return to_array(std::move(r));
     }, py::arg("g").noconvert(), py::arg("t"), py::arg("threads"));
 
     m.def("support_block_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
