@@ -414,6 +414,29 @@ def test_full_blocks_of_near_ones(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_certain_items_among_fractional_identical_on_every_backend(backend: str) -> None:
+    """Certain items (q = 1) packed per chunk of eight, as a capped pool has them: chunks
+    all certain, none certain, and every mix between, at block starts and ends. The same
+    indices as the definition, and every certain item taken."""
+    from rad._backends import get_backend, numpy_backend
+
+    rng = np.random.default_rng(5)
+    n = 2 * BLOCK + 777
+    q = rng.random(n) * 0.5
+    share = rng.choice([0.0, 0.1, 0.5, 0.9, 1.0], size=n // 8 + 1)  # per chunk of eight
+    q[rng.random(n) < np.repeat(share, 8)[:n]] = 1.0
+    q[:8] = 1.0
+    q[BLOCK - 8:BLOCK + 8] = 1.0
+    q[-1] = 0.0
+    q[-1] = math.ceil(math.fsum(q.tolist())) - math.fsum(q.tolist())  # an integral sum
+    b = round(math.fsum(q.tolist()))
+    for key in range(4):
+        got = get_backend(backend).depround_q(q, b, key, 2)
+        np.testing.assert_array_equal(got, numpy_backend.depround_q(q, b, key))
+        assert np.all(np.isin(np.flatnonzero(q == 1.0), got))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_sparse_and_dense_stretches_identical_on_every_backend(backend: str) -> None:
     """The C++ pass keeps each item's units only from where a block turns dense (more than
     one unit of mass per 2,048 items so far) and refills a chunk it looks up before that.

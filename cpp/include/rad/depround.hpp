@@ -118,10 +118,35 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
                 run += simd::hsum(u);
                 O[(s0 + c0) / kChunk + 1] = run;
             }
-            if (movemask(any_certain) != 0)  // rare but in a capped pool: find them again
-                for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk)
-                    for (unsigned bits = movemask(units8(c0) == certain_units); bits != 0; bits &= bits - 1)
-                        taken.push_back(base_index + s0 + c0 + __builtin_ctz(bits));
+            if (movemask(any_certain) != 0) {  // none in a sparse pool; in a capped pool one every dozen items
+                unsigned char certain_bits[kSub / kChunk];  // chunk c's certain items, bit j = item j
+                std::size_t count = 0;
+                for (std::int64_t c = 0; c < kSub / kChunk; ++c) {
+                    certain_bits[c] = static_cast<unsigned char>(movemask(units8(c * kChunk) == certain_units));
+                    count += static_cast<std::size_t>(__builtin_popcount(certain_bits[c]));
+                }
+                const std::size_t at = taken.size();
+#if defined(__AVX512F__)
+                // Each chunk's certain indices packed by one compress and stored as a whole
+                // vector (the next chunk's overwrite the slots past them): kChunk slots of slack.
+                taken.resize(at + count + kChunk);
+                std::int64_t* dst = taken.data() + at;
+                const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+                for (std::int64_t c = 0; c < kSub / kChunk; ++c) {
+                    const __m512i idx = _mm512_add_epi64(lane, _mm512_set1_epi64(base_index + s0 + c * kChunk));
+                    const __mmask8 bits = certain_bits[c];
+                    _mm512_storeu_si512(dst, _mm512_maskz_compress_epi64(bits, idx));
+                    dst += __builtin_popcount(bits);
+                }
+                taken.resize(at + count);
+#else
+                taken.resize(at + count);
+                std::int64_t* dst = taken.data() + at;
+                for (std::int64_t c = 0; c < kSub / kChunk; ++c)
+                    for (unsigned bits = certain_bits[c]; bits != 0; bits &= bits - 1)
+                        *dst++ = base_index + s0 + c * kChunk + __builtin_ctz(bits);
+#endif
+            }
         } else {
             std::int64_t run = O[s0 / kChunk];
             for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
