@@ -211,10 +211,10 @@ auto interruptible(std::int64_t n, F&& f) -> decltype(f()) {
     return std::move(*result);
 }
 
-template <class V>
-py::array_t<V> to_array(std::vector<V>&& v) {
-    auto* heap = new std::vector<V>(std::move(v));
-    py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<V>*>(p); });
+template <class V, class A>
+py::array_t<V> to_array(std::vector<V, A>&& v) {
+    auto* heap = new std::vector<V, A>(std::move(v));
+    py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<V, A>*>(p); });
     return py::array_t<V>(static_cast<py::ssize_t>(heap->size()), heap->data(), owner);
 }
 
@@ -403,7 +403,7 @@ void bind_for(py::module_& m) {
         threads = checked_threads(threads);
         check_losses(losses, n);
         check_budget(b, n);
-        std::vector<std::int64_t> out;
+        rad::Indices out;
         out = interruptible(n, [&] {
             return rad::depround(
                 n, b, key, threads,
@@ -425,7 +425,7 @@ PYBIND11_MODULE(_core, m) {
         const double* qp = q.data();
         const std::int64_t n = q.size();
         check_budget(b, n);
-        std::vector<std::int64_t> out;
+        rad::Indices out;
         auto q_at = [&](std::int64_t i) { return qp[i]; };
         out = interruptible(n, [&] { return rad::depround(n, b, key, threads, rad::fill_from(q_at)); });
         return to_array(std::move(out));

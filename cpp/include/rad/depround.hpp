@@ -16,8 +16,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rad/parallel.hpp"
@@ -357,29 +359,63 @@ BlockRuns round_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_
     return out;
 }
 
-// The blocks' taken indices end to end (ascending) with the sorted `extra` indices merged
-// in: one allocation of the final size.
-inline std::vector<std::int64_t> concatenate(std::vector<std::vector<std::int64_t>>& runs,
-                                             const std::vector<std::int64_t>& extra = {}) {
-    std::size_t total = extra.size();
-    for (auto& t : runs) total += t.size();
-    std::vector<std::int64_t> out(total);
-    auto dst = out.begin();
-    auto more = extra.begin();
-    for (auto& t : runs) {
-        if (t.empty()) continue;
-        const auto stop = std::upper_bound(more, extra.end(), t.back());
-        dst = std::merge(t.begin(), t.end(), more, stop, dst);
-        more = stop;
-        std::vector<std::int64_t>().swap(t);
+// An index vector whose elements are left uninitialised until written: the selection of a
+// large budget (8 bytes a pick) is written once, by the threads that fill it, instead of
+// being zeroed first on one thread.
+template <class V>
+struct uninitialised_allocator : std::allocator<V> {
+    template <class U>
+    struct rebind {
+        using other = uninitialised_allocator<U>;
+    };
+    uninitialised_allocator() = default;
+    template <class U>
+    uninitialised_allocator(const uninitialised_allocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
     }
-    std::copy(more, extra.end(), dst);
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+using Indices = std::vector<std::int64_t, uninitialised_allocator<std::int64_t>>;
+
+// The blocks' taken indices end to end (ascending) with the sorted `extra` indices merged
+// in: one allocation of the final size, each run merged into its place in parallel (the
+// extra indices up to a run's last one go with that run).
+inline Indices concatenate(std::vector<std::vector<std::int64_t>>& runs, const std::vector<std::int64_t>& extra = {},
+                           int threads = 1) {
+    const std::size_t nr = runs.size();
+    std::vector<std::size_t> extra_end(nr), at(nr + 1);
+    std::size_t e = 0, total = 0;
+    for (std::size_t k = 0; k < nr; ++k) {
+        at[k] = total;
+        const std::size_t e0 = e;
+        if (!runs[k].empty())
+            e = static_cast<std::size_t>(std::upper_bound(extra.begin() + static_cast<std::ptrdiff_t>(e), extra.end(),
+                                                          runs[k].back()) - extra.begin());
+        extra_end[k] = e;
+        total += runs[k].size() + (e - e0);
+    }
+    at[nr] = total;
+    Indices out(total + (extra.size() - e));
+    parallel_for(static_cast<std::int64_t>(nr), threads, [&](std::int64_t k) {
+        auto& t = runs[static_cast<std::size_t>(k)];
+        const std::size_t e0 = k > 0 ? extra_end[static_cast<std::size_t>(k) - 1] : 0;
+        std::merge(t.begin(), t.end(), extra.begin() + static_cast<std::ptrdiff_t>(e0),
+                   extra.begin() + static_cast<std::ptrdiff_t>(extra_end[static_cast<std::size_t>(k)]),
+                   out.begin() + static_cast<std::ptrdiff_t>(at[static_cast<std::size_t>(k)]));
+        std::vector<std::int64_t>().swap(t);
+    });
+    std::copy(extra.begin() + static_cast<std::ptrdiff_t>(e), extra.end(), out.begin() + static_cast<std::ptrdiff_t>(total));
     return out;
 }
 
 // round_blocks with the taken indices end to end (rad.dask's per-chunk rounding).
 struct BlockPhase {
-    std::vector<std::int64_t> taken;
+    Indices taken;
     std::vector<Leftover> left;
 };
 
@@ -387,7 +423,7 @@ template <class FillFn>
 BlockPhase depround_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
                            int threads, FillFn&& fill) {
     BlockRuns runs = round_blocks(n, offset, first_stream, key, threads, fill);
-    return {concatenate(runs.taken), std::move(runs.left)};
+    return {concatenate(runs.taken, {}, threads), std::move(runs.left)};
 }
 
 // q(i) for i in [i0, i0 + count): the default fill of the block pass.
@@ -402,7 +438,7 @@ auto fill_from(QFn& q) {
 // blocks of kBlock items rounded independently on stream `block`, leftovers merged in
 // block order.
 template <class FillFn>
-std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, FillFn&& fill) {
+Indices depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, FillFn&& fill) {
     BlockRuns runs = round_blocks(n, 0, 0, key, threads, fill);
     std::vector<std::int64_t> ids;
     std::vector<double> masses;
@@ -417,7 +453,7 @@ std::vector<std::int64_t> depround(std::int64_t n, std::int64_t b, std::uint64_t
     const Leftover last = merge_leftovers(std::move(ids), std::move(masses), key, picks);
     if (static_cast<std::int64_t>(in_blocks + picks.size()) == b - 1 && last.index >= 0) picks.push_back(last.index);
     std::sort(picks.begin(), picks.end());
-    std::vector<std::int64_t> out = concatenate(runs.taken, picks);
+    Indices out = concatenate(runs.taken, picks, threads);
     bool distinct = std::adjacent_find(out.begin(), out.end()) == out.end();
     if (static_cast<std::int64_t>(out.size()) != b || !distinct)
         throw std::runtime_error("internal error: DepRound produced " + std::to_string(out.size()) +
