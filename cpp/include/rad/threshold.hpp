@@ -339,7 +339,7 @@ struct alignas(64) BracketAcc {
 // (one 8-wide vector); the division of a step is kept for the points inside the bracket.
 template <class T, bool HasLosses>
 void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, uint_of<T> ulo, uint_of<T> uhi,
-                        int sh, BracketAcc& acc, std::int64_t* cnt, double* hh, double* gg, double* mn) {
+                        int sh, BracketAcc& acc, HistBin* fine) {
     using U = uint_of<T>;
     using namespace simd;
     constexpr int kRun = 64;
@@ -347,10 +347,11 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
     auto inside = [&](std::int64_t i, double r) {  // r = 1/a of point i (0 where a = 0)
         const double gi = g[i];
         const std::size_t b = static_cast<std::size_t>((ordered_bits(g[i]) - ulo) >> sh);
-        cnt[b] += 1;
-        hh[b] += r;
-        gg[b] += gi * r;
-        mn[b] = std::min(mn[b], gi);
+        HistBin& bin = fine[b];  // one cache line holds a bin's four sums
+        bin.count += 1;
+        bin.h += r;
+        bin.g += gi * r;
+        bin.min = std::min(bin.min, gi);
     };
     const d8 lo_v = splat8(static_cast<double>(from_bits<T>(ulo))), hi_v = splat8(static_cast<double>(from_bits<T>(uhi)));
     const d8 zero = splat8(0.0), one = splat8(1.0), w = splat8(L.w), maxv = splat8(static_cast<double>(std::numeric_limits<T>::max()));
@@ -486,9 +487,7 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
     while (sh < kBits && ((uhi - ulo - 1) >> sh) >= static_cast<U>(kFine)) ++sh;
     const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(std::max(1, threads), num_blocks(n))));
     std::vector<BracketAcc> acc(static_cast<size_t>(nt));
-    std::vector<std::int64_t> cnt(static_cast<size_t>(nt) * kFine, 0);
-    std::vector<double> hh(static_cast<size_t>(nt) * kFine, 0.0), gg(static_cast<size_t>(nt) * kFine, 0.0),
-        mn(static_cast<size_t>(nt) * kFine, inf);
+    std::vector<HistBin> fine(static_cast<size_t>(nt) * kFine);
 #ifdef RAD_HAVE_OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif
@@ -496,9 +495,9 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
         const std::int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
         const size_t off = static_cast<size_t>(t) * kFine;
         if (L.values)
-            bracket_pass_range<T, true>(g, L, lo, hi, ulo, uhi, sh, acc[t], &cnt[off], &hh[off], &gg[off], &mn[off]);
+            bracket_pass_range<T, true>(g, L, lo, hi, ulo, uhi, sh, acc[t], &fine[off]);
         else
-            bracket_pass_range<T, false>(g, L, lo, hi, ulo, uhi, sh, acc[t], &cnt[off], &hh[off], &gg[off], &mn[off]);
+            bracket_pass_range<T, false>(g, L, lo, hi, ulo, uhi, sh, acc[t], &fine[off]);
     }
     BracketAcc tot;
     for (int t = 0; t < nt; ++t) {
@@ -518,10 +517,12 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
     for (int t = 1; t < nt; ++t)
         for (int b = 0; b < kFine; ++b) {
             const size_t s = static_cast<size_t>(t) * kFine + b;
-            cnt[b] += cnt[s];
-            hh[b] += hh[s];
-            gg[b] += gg[s];
-            mn[b] = std::min(mn[b], mn[s]);
+            HistBin& d = fine[b];
+            const HistBin& o = fine[s];
+            d.count += o.count;
+            d.h += o.h;
+            d.g += o.g;
+            d.min = std::min(d.min, o.min);
         }
     const double g_total = tot.g_total, scale = m + g_total;
     double acc_h = tot.h, acc_g = tot.g, last_min = tot.min, pass_d = inf, fail_d = -inf;
@@ -533,10 +534,10 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
     }
     int boundary = -1, lowest = -1;
     for (int b = kFine - 1; b >= 0; --b) {
-        if (!cnt[b]) continue;
+        if (!fine[b].count) continue;
         lowest = b;
         const double edge = static_cast<double>(from_bits<T>(static_cast<U>(ulo + (static_cast<U>(b) << sh))));
-        const double h2 = acc_h + hh[b], g2 = acc_g + gg[b];
+        const double h2 = acc_h + fine[b].h, g2 = acc_g + fine[b].g;
         const double d_edge = edge * h2 - g2 + m;
         if (d_edge < 0) {
             boundary = b;
@@ -546,8 +547,8 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
         pass_d = d_edge;
         acc_h = h2;
         acc_g = g2;
-        acc_n += cnt[b];
-        last_min = mn[b];
+        acc_n += fine[b].count;
+        last_min = fine[b].min;
     }
     if (boundary < 0) {
         if (lowest < 0) return fallback();  // nothing inside the bracket: let the radix search decide
@@ -558,12 +559,12 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
             if (!(d_lo < 0)) return fallback();  // tau may lie below the bracket
             fail_d = d_lo;
         }
-        acc_h -= hh[lowest];
-        acc_g -= gg[lowest];
-        acc_n -= cnt[lowest];
+        acc_h -= fine[lowest].h;
+        acc_g -= fine[lowest].g;
+        acc_n -= fine[lowest].count;
         boundary = lowest;
     }
-    if (cnt[boundary] > kBracketGatherMax) return fallback();
+    if (fine[boundary].count > kBracketGatherMax) return fallback();
     // The boundary fine bin as a range of values [bin_lo, bin_hi): ordered bits are the raw
     // bits of non-negative values, and every value is valid by now.
     const U bin_lo_bits = static_cast<U>(ulo + (static_cast<U>(boundary) << sh));
@@ -571,7 +572,7 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
         uhi, static_cast<std::uint64_t>(ulo) + (static_cast<std::uint64_t>(boundary + 1) << sh)));
     out.bin_lo = from_bits<T>(bin_lo_bits);
     out.bin_hi = from_bits<T>(bin_hi_bits);
-    out.bin_count = cnt[boundary];
+    out.bin_count = fine[boundary].count;
     out.acc_h = acc_h, out.acc_g = acc_g, out.acc_n = acc_n, out.last_min = last_min;
     out.pass_d = pass_d, out.fail_d = fail_d, out.g_total = g_total, out.scale = scale;
     out.nt = nt;
