@@ -224,13 +224,13 @@ def merge_leftovers(
     return taken, int(ids[pick]) if pick >= 0 else -1
 
 
-def finish_selection(taken: list[int] | np.ndarray, pick: int, b: int, *, in_place: bool = False) -> np.ndarray:
+def finish_selection(taken: list[int], pick: int, b: int) -> np.ndarray:
     """Round the final leftover so that exactly ``b`` distinct indices come out (sorted).
 
-    With ``in_place``, ``taken`` is an int64 array the caller gives up: it is sorted where
-    it lies (no copy of ``b`` indices).
+    The final leftover is taken when the others hold ``b - 1``. (The Numba backend does the
+    same on its sorted block picks without a sort of ``b``: ``_depround_core``.)
     """
-    out = taken if in_place and isinstance(taken, np.ndarray) else np.array(taken, dtype=np.int64)
+    out = np.array(taken, dtype=np.int64)
     if out.shape[0] == b - 1 and pick >= 0:
         out = np.append(out, pick)
     out.sort()

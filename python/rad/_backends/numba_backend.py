@@ -21,7 +21,7 @@ from numba.extending import intrinsic as _intrinsic
 
 from rad._backends import numpy_backend as _reference
 from rad._backends import radix_select as _radix
-from rad._backends.canonical import BLOCK, ONE, finish_selection, merge_leftovers
+from rad._backends.canonical import BLOCK, ONE, merge_leftovers
 from rad._backends.contract import search_then_sums
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MIX1, MIX2, stream_state
@@ -457,11 +457,29 @@ def _round_blocks_local(q, first_blk, last_blk, states, buf, counts, left_idx, l
         left_mass[blk] = lm
 
 
+@_pjit
+def _place_blocks(buf, counts, first, groups, starts, out):
+    """Each block's picks (block-local int32 in ``buf``) as global indices at ``out[starts[j]:]``."""
+    for j in nb.prange(groups):
+        offset = np.int64(first + j) * BLOCK
+        for t in range(counts[j]):
+            out[starts[j] + t] = np.int64(buf[j, t]) + offset
+
+
+@_jit
+def _strictly_increasing(x):
+    bad = 0  # counted without a branch, so that it vectorises
+    for t in range(1, x.shape[0]):
+        i = np.uint64(t)
+        bad += x[i] <= x[i - np.uint64(1)]
+    return bad == 0
+
+
 def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.ndarray:
     """Blocks rounded in parallel groups (scratch: a few blocks per thread), then the merge.
 
-    The taken indices go straight into the one array of ``b`` that is returned (the blocks
-    and the merge take at most ``b``), sorted where they lie.
+    The taken indices go straight into the one array of ``b`` that is returned (each
+    group's blocks placed in parallel), which is then sorted where it lies.
     """
     nblk = -(-n // BLOCK)
     group = 64  # blocks per parallel call: 16 MiB of int32 scratch, few Python round trips
@@ -469,28 +487,29 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.nd
     left_mass = np.zeros(nblk)
     out = np.empty(b, np.int64)
     pos = 0
-
-    def put(idx: np.ndarray, offset: int) -> None:
-        nonlocal pos
-        end = pos + idx.shape[0]
-        if end > b:
-            raise RuntimeError(f"internal error: DepRound took more than {b} indices")
-        out[pos:end] = idx
-        out[pos:end] += offset
-        pos = end
-
     buf = np.empty((group, BLOCK), np.int32)
     counts = np.zeros(group, np.int64)
     for first in range(0, nblk, group):
         last = min(nblk, first + group)
         states = np.array([stream_state(key, blk) for blk in range(first, last)], dtype=np.uint64)
         round_group(first, last, states, buf, counts, left_idx, left_mass)
-        for j in range(last - first):
-            put(buf[j, : counts[j]], (first + j) * BLOCK)
+        starts = pos + np.concatenate(([0], np.cumsum(counts[: last - first])))
+        if starts[-1] > b:
+            raise RuntimeError(f"internal error: DepRound took more than {b} indices")
+        _place_blocks(buf, counts, first, last - first, starts, out)
+        pos = int(starts[-1])
     keep = left_mass > 0
     merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key)
-    put(np.asarray(merged, np.int64), 0)
-    return finish_selection(out[:pos], li, b, in_place=True)
+    extra = np.asarray(merged, np.int64)
+    if pos + extra.shape[0] == b - 1 and li >= 0:  # as canonical.finish_selection
+        extra = np.append(extra, li)
+    if pos + extra.shape[0] != b:
+        raise RuntimeError(f"internal error: DepRound produced {pos + extra.shape[0]} indices for a budget of {b}")
+    out[pos:] = extra
+    out.sort()  # NumPy's vectorised sort: faster here than sorting each block in the kernel
+    if not _strictly_increasing(out):
+        raise RuntimeError(f"internal error: DepRound produced repeated indices for a budget of {b}")
+    return out
 
 
 def _round_one(masses: np.ndarray, state: int) -> tuple[np.ndarray, int, float]:
@@ -639,11 +658,16 @@ def span_sums(g, w, span, threads):
 
 @_pjit
 def _count_at_least(g, t, counts):
+    # Unsigned indices and the prefetch, as in the bracket pass: a signed index compiles to
+    # gathers here (Python's negative-index wraparound), and the pass waits on memory.
     n = g.shape[0]
     for blk in nb.prange(counts.shape[0]):
         c = 0
-        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
-            c += float(g[i]) >= t
+        end = min(n, (blk + 1) * BLOCK)
+        for s in range(blk * BLOCK, end, 256):
+            _prefetch_run(g, s, 256)
+            for ii in range(s, min(end, s + 256)):
+                c += float(g[np.uint64(ii)]) >= t
         counts[blk] = c
 
 
@@ -653,12 +677,16 @@ def _write_at_least(g, t, offsets, out):
     for blk in nb.prange(offsets.shape[0] - 1):
         buf = np.empty(256, dtype=g.dtype)  # a branch-free append, 256 values at a time
         k = offsets[blk]
-        for s in range(blk * BLOCK, min(n, (blk + 1) * BLOCK), 256):
+        end = min(n, (blk + 1) * BLOCK)
+        for s in range(blk * BLOCK, end, 256):
+            _prefetch_run(g, s, 256)
             c = 0
-            for i in range(s, min(n, s + 256)):
-                buf[c] = g[i]
-                c += float(g[i]) >= t
-            out[k : k + c] = buf[:c]
+            for ii in range(s, min(end, s + 256)):
+                v = g[np.uint64(ii)]
+                buf[c] = v
+                c += float(v) >= t
+            for j in range(c):
+                out[k + j] = buf[j]
             k += c
 
 
