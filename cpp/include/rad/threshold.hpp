@@ -45,6 +45,48 @@ inline T from_bits(uint_of<T> u) {
     return x;
 }
 
+// Exact resolution of a gathered boundary bin (items: (g, a)), given the sums of the
+// points known to join and the D values that bound the decisions around the bin.
+inline ThresholdResult resolve_gathered(std::vector<std::pair<double, double>>& items, double acc_h, double acc_g,
+                                        std::int64_t acc_n, double last_min, double pass_d, double fail_d, double m,
+                                        double g_total, double scale) {
+    const double inf = std::numeric_limits<double>::infinity();
+    ThresholdResult res{0, 0.0, 0, g_total};
+    std::sort(items.begin(), items.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    double h = acc_h, gs = acc_g, tau = last_min;
+    std::int64_t k = acc_n;
+    // D of the last joining and first failing groups; when one of them lies in another
+    // bin, D at that bin's edge bounds it (D is increasing): |D| there is no smaller.
+    double d_in = pass_d, d_out = fail_d;
+    for (size_t s = 0; s < items.size();) {
+        const double y = items[s].first;
+        const double d = y * h - gs + m;
+        if (d < 0) {
+            d_out = d;
+            break;
+        }
+        // The very first group's D is exactly m (no sums yet): never a rounding question.
+        d_in = k == 0 ? inf : d;
+        tau = y;
+        for (; s < items.size() && items[s].first == y; ++s, ++k) {
+            const double a = items[s].second;
+            if (a > 0) {
+                h += 1.0 / a;
+                gs += y / a;
+            }
+        }
+    }
+    res.tau = tau;
+    res.kstar = k;
+    // Near tie: a decision within rounding of D = 0 (terms of D are ~ t H + G + m).
+    const double margin = 1e-10 * (std::abs(tau) * h + gs + m);
+    if (std::abs(d_in) < margin || std::abs(d_out) < margin || std::abs(g_total - m) < 1e-10 * scale) res.status = 1;
+    // 1/a overflowed (subnormal input): the sums mean nothing, let the sorted scan decide.
+    if (!std::isfinite(h) || !std::isfinite(gs) || !std::isfinite(g_total) || std::isnan(d_in) || std::isnan(d_out))
+        res.status = 1;
+    return res;
+}
+
 template <class T>
 ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, int threads) {
     using U = uint_of<T>;
@@ -165,40 +207,7 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
         }
         std::vector<std::pair<double, double>> items;
         for (auto& p : parts) items.insert(items.end(), p.begin(), p.end());
-        std::sort(items.begin(), items.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-        double h = acc_h, gs = acc_g, tau = last_min;
-        std::int64_t k = acc_n;
-        // D of the last joining and first failing groups; when one of them lies in another
-        // bin, D at that bin's edge bounds it (D is increasing): |D| there is no smaller.
-        double d_in = pass_d, d_out = fail_d;
-        for (size_t s = 0; s < items.size();) {
-            const double y = items[s].first;
-            const double d = y * h - gs + m;
-            if (d < 0) {
-                d_out = d;
-                break;
-            }
-            // The very first group's D is exactly m (no sums yet): never a rounding question.
-            d_in = k == 0 ? inf : d;
-            tau = y;
-            for (; s < items.size() && items[s].first == y; ++s, ++k) {
-                const double a = items[s].second;
-                if (a > 0) {
-                    h += 1.0 / a;
-                    gs += y / a;
-                }
-            }
-        }
-        res.tau = tau;
-        res.kstar = k;
-        // Near tie: a decision within rounding of D = 0 (terms of D are ~ t H + G + m).
-        const double margin = 1e-10 * (std::abs(tau) * h + gs + m);
-        if (std::abs(d_in) < margin || std::abs(d_out) < margin || std::abs(res.g_total - m) < 1e-10 * scale)
-            res.status = 1;
-        // 1/a overflowed (subnormal input): the sums mean nothing, let the sorted scan decide.
-        if (!std::isfinite(h) || !std::isfinite(gs) || !std::isfinite(res.g_total) || std::isnan(d_in) || std::isnan(d_out))
-            res.status = 1;
-        return res;
+        return resolve_gathered(items, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, m, res.g_total, scale);
     }
     return res;
 }
@@ -218,43 +227,6 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
 constexpr int kFineBits = 12;
 constexpr int kFine = 1 << kFineBits;
 constexpr std::int64_t kBracketGatherMax = std::int64_t{1} << 18;
-
-// Exact resolution of a gathered boundary bin (items: (g, a)), given the sums of the
-// points known to join and the D values that bound the decisions around the bin.
-inline ThresholdResult resolve_gathered(std::vector<std::pair<double, double>>& items, double acc_h, double acc_g,
-                                        std::int64_t acc_n, double last_min, double pass_d, double fail_d, double m,
-                                        double g_total, double scale) {
-    const double inf = std::numeric_limits<double>::infinity();
-    ThresholdResult res{0, 0.0, 0, g_total};
-    std::sort(items.begin(), items.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-    double h = acc_h, gs = acc_g, tau = last_min;
-    std::int64_t k = acc_n;
-    double d_in = pass_d, d_out = fail_d;
-    for (size_t s = 0; s < items.size();) {
-        const double y = items[s].first;
-        const double d = y * h - gs + m;
-        if (d < 0) {
-            d_out = d;
-            break;
-        }
-        d_in = k == 0 ? inf : d;
-        tau = y;
-        for (; s < items.size() && items[s].first == y; ++s, ++k) {
-            const double a = items[s].second;
-            if (a > 0) {
-                h += 1.0 / a;
-                gs += y / a;
-            }
-        }
-    }
-    res.tau = tau;
-    res.kstar = k;
-    const double margin = 1e-10 * (std::abs(tau) * h + gs + m);
-    if (std::abs(d_in) < margin || std::abs(d_out) < margin || std::abs(g_total - m) < 1e-10 * scale) res.status = 1;
-    if (!std::isfinite(h) || !std::isfinite(gs) || !std::isfinite(g_total) || std::isnan(d_in) || std::isnan(d_out))
-        res.status = 1;
-    return res;
-}
 
 template <class T>
 struct Bracket {
