@@ -371,13 +371,19 @@ def _take_certain(units, n, top, out, n_out):
 
     They hold no mass; then ``units`` becomes the running mass.
     """
-    if top == _ONE:
-        for i in range(n):
-            if units[i] == _ONE:
-                out[n_out] = i
-                n_out += 1
-                units[i] = 0
     run = np.int64(0)
+    if top == _ONE:
+        # Branch-free (a capped pool has a certain item every dozen): each position is
+        # written at n_out, which only a certain item advances; n_out <= i, so the write
+        # stays inside the row, and what lies past the count is never read.
+        for i in range(n):
+            u = units[i]
+            certain = u == _ONE
+            out[n_out] = i
+            n_out += certain
+            run += 0 if certain else u
+            units[i] = run
+        return n_out
     for i in range(n):
         run += units[i]
         units[i] = run
