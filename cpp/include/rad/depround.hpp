@@ -388,7 +388,7 @@ using Indices = std::vector<std::int64_t, uninitialised_allocator<std::int64_t>>
 inline Indices concatenate(std::vector<std::vector<std::int64_t>>& runs, const std::vector<std::int64_t>& extra = {},
                            int threads = 1) {
     const std::size_t nr = runs.size();
-    std::vector<std::size_t> extra_end(nr), at(nr + 1);
+    std::vector<std::size_t> extra_end(nr), at(nr);  // run k's extras end, and where run k goes
     std::size_t e = 0, total = 0;
     for (std::size_t k = 0; k < nr; ++k) {
         at[k] = total;
@@ -399,7 +399,6 @@ inline Indices concatenate(std::vector<std::vector<std::int64_t>>& runs, const s
         extra_end[k] = e;
         total += runs[k].size() + (e - e0);
     }
-    at[nr] = total;
     Indices out(total + (extra.size() - e));
     parallel_for(static_cast<std::int64_t>(nr), threads, [&](std::int64_t k) {
         auto& t = runs[static_cast<std::size_t>(k)];

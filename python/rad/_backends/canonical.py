@@ -24,6 +24,7 @@ __all__ = [
     "UNIT_BITS",
     "block_totals",
     "canonical_prefix",
+    "finish_in_place",
     "finish_selection",
     "merge_leftovers",
     "quantize",
@@ -227,15 +228,32 @@ def merge_leftovers(
 def finish_selection(taken: list[int], pick: int, b: int) -> np.ndarray:
     """Round the final leftover so that exactly ``b`` distinct indices come out (sorted).
 
-    The final leftover is taken when the others hold ``b - 1``. (The Numba backend does the
-    same on its sorted block picks without a sort of ``b``: ``_depround_core``.)
+    The final leftover is taken when the others hold ``b - 1``.
     """
-    out = np.array(taken, dtype=np.int64)
-    if out.shape[0] == b - 1 and pick >= 0:
-        out = np.append(out, pick)
+    got = np.array(taken, dtype=np.int64)
+    out = np.empty(max(b, got.shape[0]), dtype=np.int64)
+    out[: got.shape[0]] = got
+    return finish_in_place(out, got.shape[0], pick, b)
+
+
+def finish_in_place(
+    out: np.ndarray, count: int, pick: int, b: int,
+    increasing: Callable[[np.ndarray], bool] | None = None,
+) -> np.ndarray:
+    """:func:`finish_selection` on ``out[:count]``, in ``out`` (room for ``b``): no copy of ``b``.
+
+    ``increasing`` checks that the sorted result is strictly increasing (the picks are
+    distinct); by default a NumPy comparison, which the Numba backend replaces with a
+    compiled loop that allocates nothing.
+    """
+    if count == b - 1 and pick >= 0:
+        out[count] = pick
+        count += 1
+    if count != b:
+        raise RuntimeError(f"internal error: DepRound produced {count} indices for a budget of {b}")
+    out = out[:b]
     out.sort()
-    if out.shape[0] != b or (b > 1 and not np.all(out[1:] > out[:-1])):
-        raise RuntimeError(
-            f"internal error: DepRound produced {out.shape[0]} indices for a budget of {b}"
-        )
+    distinct = increasing(out) if increasing is not None else (b <= 1 or bool(np.all(out[1:] > out[:-1])))
+    if not distinct:
+        raise RuntimeError(f"internal error: DepRound produced repeated indices for a budget of {b}")
     return out

@@ -21,7 +21,7 @@ from numba.extending import intrinsic as _intrinsic
 
 from rad._backends import numpy_backend as _reference
 from rad._backends import radix_select as _radix
-from rad._backends.canonical import BLOCK, ONE, merge_leftovers
+from rad._backends.canonical import BLOCK, ONE, finish_in_place, merge_leftovers
 from rad._backends.contract import search_then_sums
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MIX1, MIX2, stream_state
@@ -493,7 +493,8 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.nd
     """Blocks rounded in parallel groups (scratch: a few blocks per thread), then the merge.
 
     The taken indices go straight into the one array of ``b`` that is returned (each
-    group's blocks placed in parallel), which is then sorted where it lies.
+    group's blocks placed in parallel), which is then finished where it lies
+    (:func:`~rad._backends.canonical.finish_in_place`).
     """
     nblk = -(-n // BLOCK)
     group = 64  # blocks per parallel call: 16 MiB of int32 scratch, few Python round trips
@@ -514,16 +515,11 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.nd
         pos = int(starts[-1])
     keep = left_mass > 0
     merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key)
-    extra = np.asarray(merged, np.int64)
-    if pos + extra.shape[0] == b - 1 and li >= 0:  # as canonical.finish_selection
-        extra = np.append(extra, li)
-    if pos + extra.shape[0] != b:
-        raise RuntimeError(f"internal error: DepRound produced {pos + extra.shape[0]} indices for a budget of {b}")
-    out[pos:] = extra
-    out.sort()  # NumPy's vectorised sort: faster here than sorting each block in the kernel
-    if not _strictly_increasing(out):
-        raise RuntimeError(f"internal error: DepRound produced repeated indices for a budget of {b}")
-    return out
+    if pos + len(merged) > b:
+        raise RuntimeError(f"internal error: DepRound produced {pos + len(merged)} indices for a budget of {b}")
+    out[pos : pos + len(merged)] = merged
+    # NumPy's vectorised sort of the b picks: faster here than sorting each block in the kernel
+    return finish_in_place(out, pos + len(merged), li, b, _strictly_increasing)
 
 
 def _round_one(masses: np.ndarray, state: int) -> tuple[np.ndarray, int, float]:
