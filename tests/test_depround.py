@@ -474,19 +474,20 @@ def test_merge_of_more_leftovers_than_a_block() -> None:
     n = 2 * BLOCK + 1234
     ids = np.sort(rng.choice(10**12, n, replace=False)).astype(np.int64)
     masses = np.floor(rng.random(n) * ONE) / ONE  # leftovers are multiples of 2^-46
-    ref, pick = canonical.merge_leftovers(ids, masses, 5)
     total = math.fsum(masses.tolist())
-    assert len(ref) in (math.floor(total) - 1, math.floor(total)) and pick in set(ids.tolist())
+    wanted = math.floor(total)  # the last round pairs at most wanted - 1 crossings in all
+    ref, pick = canonical.merge_leftovers(ids, masses, 5, wanted)
+    assert len(ref) == wanted - 1 and pick in set(ids.tolist())
     assert len(set(ref)) == len(ref) and set(ref) <= set(ids.tolist())
     others: list[tuple[np.ndarray, int]] = []
     if "numba" in BACKENDS:
         from rad._backends import numba_backend
 
-        others.append(numba_backend._merge_leftovers(ids, masses, 5))
+        others.append(numba_backend._merge_leftovers(ids, masses, 5, wanted))
     if "cpp" in BACKENDS:
         from rad import _core
 
-        others.append(_core.merge_leftovers(ids, masses, 5))
+        others.append(_core.merge_leftovers(ids, masses, 5, wanted))
     for taken, last in others:
         np.testing.assert_array_equal(np.asarray(taken), np.asarray(ref))
         assert last == pick

@@ -273,8 +273,9 @@ def _fused_matches_definition(gains, losses, w, m, b, threads) -> None:
     from rad import _core
 
     ref = get_backend("numpy")
-    status, tau, kstar, g_total, has, h, g, count, min_a = _core.threshold_support(
+    status, tau, kstar, g_total, has, h, g, count, min_a, sketch = _core.threshold_support(
         gains, losses, w, m, b, threads)
+    assert (sketch is not None) == has
     assert (status, tau, kstar, g_total) == _core.threshold_search(gains, losses, w, m, threads)
     assert has == (status == 0 and tau > 0 and b <= kstar)
     if has:

@@ -24,6 +24,7 @@
 #include "rad/depround.hpp"
 #include "rad/support.hpp"
 #include "rad/radix_sort.hpp"
+#include "rad/sketch.hpp"
 #include "rad/threshold.hpp"
 
 namespace py = pybind11;
@@ -273,8 +274,10 @@ void bind_for(py::module_& m) {
         threads = checked_threads(threads);
         check_losses(losses, n);
         auto r = interruptible(n, [&] { return rad::threshold_support(gp, L, n, m, b, threads); });
+        py::object sketch = py::none();
+        if (r.has_sums) sketch = to_array(std::move(r.sketch));
         return std::make_tuple(r.search.status, r.search.tau, r.search.kstar, r.search.g_total, r.has_sums, r.sums.h,
-                               r.sums.g, r.sums.count, r.sums.min_a);
+                               r.sums.g, r.sums.count, r.sums.min_a, sketch);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("b"), py::arg("threads"));
 
     // Test hook: the bracketed first pass with a chosen bracket [lo, hi) of gain values
@@ -412,6 +415,35 @@ void bind_for(py::module_& m) {
         return to_array(std::move(out));
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("b"),
        py::arg("key"), py::arg("threads"));
+
+    // depround_params of the uncapped path's params (gain fill, gain_cut == tau, gain_frac
+    // == 1) with the sketch threshold_support recorded at tau (sketch.hpp): the same
+    // indices, reading only the parts of the pool that hold a pick. Other params take the
+    // plain path. slack_bits widens the sketch's bounds (a test hook; 0 in use).
+    m.def("depround_sketched", [](Arr<T> g, OptLosses losses, double w, ParamTuple params, std::int64_t b,
+                                  std::uint64_t key, Arr<double> sketch, double tau, int threads, int slack_bits) {
+        const Losses L = make_losses(losses, w);
+        const Params P = make_params(params);
+        const T* gp = g.data();
+        const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
+        check_budget(b, n);
+        require(sketch.size() == rad::num_blocks(n) * rad::kSketchParts,
+                "the sketch has " + std::to_string(sketch.size()) + " entries, not " +
+                    std::to_string(rad::num_blocks(n) * rad::kSketchParts) + " (32 per block of the gains)");
+        require(slack_bits >= 0 && slack_bits <= 60, "slack_bits must be in [0, 60]");
+        const bool fits = !P.fill_loss && P.gain_frac == 1.0 && P.gain_cut == tau && tau > 0;
+        const double* sp = sketch.data();
+        auto fill = [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); };
+        rad::Indices out;
+        out = interruptible(n, [&] {
+            return fits ? rad::depround_sketched(n, b, key, threads, P.nu, sp, slack_bits, fill)
+                        : rad::depround(n, b, key, threads, fill);
+        });
+        return to_array(std::move(out));
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("b"),
+       py::arg("key"), py::arg("sketch").noconvert(), py::arg("tau"), py::arg("threads"), py::arg("slack_bits") = 0);
 }
 
 }  // namespace
@@ -430,14 +462,51 @@ PYBIND11_MODULE(_core, m) {
         out = interruptible(n, [&] { return rad::depround(n, b, key, threads, rad::fill_from(q_at)); });
         return to_array(std::move(out));
     }, py::arg("q").noconvert(), py::arg("b"), py::arg("key"), py::arg("threads"));
-    m.def("merge_leftovers", [](Arr<std::int64_t> ids, Arr<double> masses, std::uint64_t key) {
+    // Test hook: the bounds sketch.hpp derives from each block's sketch row (units prefixes
+    // U(0..32)), and whether the row is usable; the tests check exact prefixes against them.
+    m.def("sketch_unit_bounds", [](Arr<double> sketch, double nu, int slack_bits) {
+        require(sketch.size() % rad::kSketchParts == 0, "the sketch must have 32 entries per block");
+        require(slack_bits >= 0 && slack_bits <= 60, "slack_bits must be in [0, 60]");
+        const std::int64_t nb = sketch.size() / rad::kSketchParts;
+        constexpr std::int64_t kw = rad::kSketchParts + 1;
+        py::array_t<std::int64_t> lo({nb, kw}), hi({nb, kw});
+        py::array_t<bool> usable(nb);
+        for (std::int64_t blk = 0; blk < nb; ++blk) {
+            rad::Span U[kw];
+            usable.mutable_data()[blk] = rad::sketch_bounds(sketch.data() + blk * rad::kSketchParts, nu, slack_bits, U);
+            for (std::int64_t k = 0; k < kw; ++k) {
+                lo.mutable_data()[blk * kw + k] = U[k].lo;
+                hi.mutable_data()[blk * kw + k] = U[k].hi;
+            }
+        }
+        return std::make_tuple(lo, hi, usable);
+    }, py::arg("sketch").noconvert(), py::arg("nu"), py::arg("slack_bits"));
+    // Test hook: sketch.hpp's merge on masses known within [lo, hi] units: (decided, taken, last).
+    m.def("merge_spans", [](Arr<std::int64_t> ids, Arr<std::int64_t> lo, Arr<std::int64_t> hi, std::uint64_t key,
+                            std::int64_t wanted) {
+        require(ids.size() == lo.size() && ids.size() == hi.size(), "merge_spans: ids, lo and hi differ in length");
+        require(ids.size() <= rad::kBlock, "merge_spans: at most 65536 leftovers");
+        std::vector<rad::Span> mass(static_cast<size_t>(ids.size()));
+        for (std::int64_t i = 0; i < ids.size(); ++i) {
+            require(0 <= lo.data()[i] && lo.data()[i] <= hi.data()[i] && hi.data()[i] < rad::kOne,
+                    "merge_spans: each mass must satisfy 0 <= lo <= hi < 2^46");
+            mass[static_cast<size_t>(i)] = {lo.data()[i], hi.data()[i]};
+        }
+        std::vector<std::int64_t> out;
+        std::int64_t last = -1;
+        const bool ok = rad::merge_spans(std::vector<std::int64_t>(ids.data(), ids.data() + ids.size()), mass, key,
+                                         wanted, out, last);
+        return std::make_tuple(ok, to_array(std::move(out)), last);
+    }, py::arg("ids").noconvert(), py::arg("lo").noconvert(), py::arg("hi").noconvert(), py::arg("key"),
+       py::arg("wanted"));
+    m.def("merge_leftovers", [](Arr<std::int64_t> ids, Arr<double> masses, std::uint64_t key, std::int64_t wanted) {
         require(ids.size() == masses.size(), "merge_leftovers: ids and masses differ in length");
         std::vector<std::int64_t> out;
         const rad::Leftover last = rad::merge_leftovers(std::vector<std::int64_t>(ids.data(), ids.data() + ids.size()),
                                                         std::vector<double>(masses.data(), masses.data() + masses.size()),
-                                                        key, out);
+                                                        key, wanted, out);
         return std::make_tuple(to_array(std::move(out)), last.index);
-    }, py::arg("ids").noconvert(), py::arg("masses").noconvert(), py::arg("key"));
+    }, py::arg("ids").noconvert(), py::arg("masses").noconvert(), py::arg("key"), py::arg("wanted"));
     m.def("capped_eval", [](Arr<double> g_g, Arr<double> a_g, Arr<std::int64_t> ends_g, Arr<double> l_l,
                             Arr<double> a_l, Arr<std::int64_t> ends_l, double nu, double b, double m, int threads) {
         threads = checked_threads(threads);

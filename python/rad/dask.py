@@ -271,5 +271,5 @@ def select(
     masses = np.concatenate([p[2] for p in parts])
     keep = masses > 0
     ids, masses = ids[keep], masses[keep]
-    merged, pick = merge_leftovers(ids, masses, key)
+    merged, pick = merge_leftovers(ids, masses, key, b - len(taken))
     return finish_selection(taken + merged, pick, b)

@@ -67,9 +67,10 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 //
 // fill(i0, count, out) writes q of local items [i0, i0 + count) (vectorisable); it is
 // called once per item by the pass, and again for a chunk looked up in a sparse stretch.
+// With max_crossings >= 0 no crossing is paired after that many (canonical.round_sequence).
 template <class Fill>
 Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, std::vector<std::int64_t>& taken,
-                       Fill&& fill, bool ascending = false) {
+                       Fill&& fill, bool ascending = false, std::int64_t max_crossings = -1) {
     if (len == 0) return {};
     const auto first_taken = static_cast<std::ptrdiff_t>(taken.size());
     constexpr std::int64_t kChunk = 8;  // items per stored offset (any width gives the same M)
@@ -257,7 +258,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     survivors.clear();
     std::vector<std::int64_t>& taken_survivors = ascending ? survivors : taken;
     std::int64_t base = 0, m_start = 0, start = 0, carry = -1;
-    for (;;) {
+    for (std::int64_t crossings = 0; max_crossings < 0 || crossings < max_crossings; ++crossings) {
         const std::int64_t j = search(start, len, base + kOne, false);
         if (j >= len) break;
         const std::int64_t pick = resolve(start, j, base, m_start, carry);
@@ -296,23 +297,28 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
 
 // round_chunked over an array q[0..len).
 inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t base_index, Stream& rs,
-                               std::vector<std::int64_t>& taken) {
-    return round_chunked(len, base_index, rs, taken,
-                         [q](std::int64_t i0, std::int64_t cnt, double* dst) { std::copy(q + i0, q + i0 + cnt, dst); });
+                               std::vector<std::int64_t>& taken, std::int64_t max_crossings = -1) {
+    return round_chunked(
+        len, base_index, rs, taken,
+        [q](std::int64_t i0, std::int64_t cnt, double* dst) { std::copy(q + i0, q + i0 + cnt, dst); }, false,
+        max_crossings);
 }
 
 // canonical.merge_leftovers: the leftovers (index, mass) in block order rounded into
 // taken indices (appended) and one final leftover. Up to kBlock leftovers are one
 // round_sequence on kMergeStream; more are first rounded in groups of kBlock, group g
 // (counted across levels) on stream kMergeStream - 1 - g, so no running mass leaves int64.
+// The last round pairs at most wanted - 1 crossings taken by the merge in all (`wanted`:
+// the picks the merge owes); its final survivor is the last pick.
 inline Leftover merge_leftovers(std::vector<std::int64_t> ids, std::vector<double> masses, std::uint64_t key,
-                                std::vector<std::int64_t>& out) {
+                                std::int64_t wanted, std::vector<std::int64_t>& out) {
     std::uint64_t group = 0;
     std::vector<std::int64_t> local;
-    auto round = [&](std::int64_t lo, std::int64_t cnt, std::uint64_t stream) {
+    const auto out0 = static_cast<std::int64_t>(out.size());
+    auto round = [&](std::int64_t lo, std::int64_t cnt, std::uint64_t stream, std::int64_t max_crossings) {
         Stream rs(stream_state(key, stream));
         local.clear();
-        const Leftover l = round_sequence(masses.data() + lo, cnt, 0, rs, local);
+        const Leftover l = round_sequence(masses.data() + lo, cnt, 0, rs, local, max_crossings);
         for (std::int64_t i : local) out.push_back(ids[static_cast<size_t>(lo + i)]);
         return Leftover{l.index >= 0 ? ids[static_cast<size_t>(lo + l.index)] : -1, l.mass};
     };
@@ -321,7 +327,7 @@ inline Leftover merge_leftovers(std::vector<std::int64_t> ids, std::vector<doubl
         std::vector<double> next_mass;
         const auto total = static_cast<std::int64_t>(ids.size());
         for (std::int64_t lo = 0; lo < total; lo += kBlock) {
-            const Leftover l = round(lo, std::min(kBlock, total - lo), kMergeStream - 1 - group++);
+            const Leftover l = round(lo, std::min(kBlock, total - lo), kMergeStream - 1 - group++, -1);
             if (l.mass > 0) {
                 next_ids.push_back(l.index);
                 next_mass.push_back(l.mass);
@@ -330,7 +336,8 @@ inline Leftover merge_leftovers(std::vector<std::int64_t> ids, std::vector<doubl
         ids.swap(next_ids);
         masses.swap(next_mass);
     }
-    return round(0, static_cast<std::int64_t>(ids.size()), kMergeStream);
+    const std::int64_t owed = wanted - (static_cast<std::int64_t>(out.size()) - out0);
+    return round(0, static_cast<std::int64_t>(ids.size()), kMergeStream, std::max<std::int64_t>(0, owed - 1));
 }
 
 // The block phase of DepRound on items [0, n) whose global indices start at `offset`:
@@ -433,6 +440,23 @@ auto fill_from(QFn& q) {
     };
 }
 
+// The end of DepRound: the blocks' taken indices and the leftovers' picks, plus the final
+// leftover `last` where one index is still missing (canonical.finish_in_place), sorted,
+// as exactly b distinct indices.
+inline Indices finish_depround(BlockRuns& runs, std::vector<std::int64_t> picks, std::int64_t last, std::int64_t b,
+                               int threads) {
+    std::size_t in_blocks = 0;
+    for (const auto& t : runs.taken) in_blocks += t.size();
+    if (static_cast<std::int64_t>(in_blocks + picks.size()) == b - 1 && last >= 0) picks.push_back(last);
+    std::sort(picks.begin(), picks.end());
+    Indices out = concatenate(runs.taken, picks, threads);
+    bool distinct = std::adjacent_find(out.begin(), out.end()) == out.end();
+    if (static_cast<std::int64_t>(out.size()) != b || !distinct)
+        throw std::runtime_error("internal error: DepRound produced " + std::to_string(out.size()) +
+                                 " indices for a budget of " + std::to_string(b));
+    return out;
+}
+
 // Exactly b distinct indices (sorted) with the inclusion probabilities `fill` writes:
 // blocks of kBlock items rounded independently on stream `block`, leftovers merged in
 // block order.
@@ -441,23 +465,17 @@ Indices depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads,
     BlockRuns runs = round_blocks(n, 0, 0, key, threads, fill);
     std::vector<std::int64_t> ids;
     std::vector<double> masses;
-    std::size_t in_blocks = 0;
-    for (const auto& t : runs.taken) in_blocks += t.size();
     for (const Leftover& l : runs.left)
         if (l.mass > 0) {
             ids.push_back(l.index);
             masses.push_back(l.mass);
         }
+    std::size_t in_blocks = 0;
+    for (const auto& t : runs.taken) in_blocks += t.size();
     std::vector<std::int64_t> picks;  // from the leftovers: at most one per block
-    const Leftover last = merge_leftovers(std::move(ids), std::move(masses), key, picks);
-    if (static_cast<std::int64_t>(in_blocks + picks.size()) == b - 1 && last.index >= 0) picks.push_back(last.index);
-    std::sort(picks.begin(), picks.end());
-    Indices out = concatenate(runs.taken, picks, threads);
-    bool distinct = std::adjacent_find(out.begin(), out.end()) == out.end();
-    if (static_cast<std::int64_t>(out.size()) != b || !distinct)
-        throw std::runtime_error("internal error: DepRound produced " + std::to_string(out.size()) +
-                                 " indices for a budget of " + std::to_string(b));
-    return out;
+    const Leftover last = merge_leftovers(std::move(ids), std::move(masses), key, b - static_cast<std::int64_t>(in_blocks),
+                                          picks);
+    return finish_depround(runs, std::move(picks), last.index, b, threads);
 }
 
 }  // namespace rad

@@ -198,12 +198,18 @@ struct Collect {
     std::vector<std::int64_t>* out;
 };
 
+// The DepRound sketch (docs/design.md §3): per block, kSketchParts approximate prefix
+// sums of r = 1/a over the support, one at the end of each part of kSketchSpan points
+// (the last is the block total). A whole block only; a short last block gets -1s.
+constexpr std::int64_t kSketchParts = 32;
+constexpr std::int64_t kSketchSpan = kBlock / kSketchParts;
+
 // Block `blk` of a pool of n points, summed into `out` at `blk` as support_block_sums
 // does; with Collecting, it also appends the block's points in [collect.lo, collect.hi)
-// to *collect.out.
+// to *collect.out; with a `sketch` (kSketchParts entries), it records the block's row.
 template <bool Collecting, class T>
 void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, double tau, BlockSums& out,
-                   Collect<T> collect = {}) {
+                   Collect<T> collect = {}, double* sketch = nullptr) {
     const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
     const double inf = std::numeric_limits<double>::infinity();
     double lh[kLanes] = {}, lg[kLanes] = {}, mn[kLanes];
@@ -248,7 +254,12 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
                     if (hit >> j & 1u) collect.out->push_back(p + j);
         };
         constexpr std::int64_t kRun = 64;
+        const bool sketching = sketch != nullptr && hi - lo == kBlock;
         for (; i + kRun <= hi; i += kRun) {
+            if (sketching && i > lo && ((i - lo) & (kSketchSpan - 1)) == 0) {
+                const d4 t = h0 + h1;  // any order: the sketch is a bound, not a canonical sum
+                sketch[(i - lo) / kSketchSpan - 1] = (t[0] + t[1]) + (t[2] + t[3]);
+            }
             prefetch_lines(g + i, kRun * sizeof(T));
             if (L.values) prefetch_lines(L.values + i, kRun * sizeof(double));
             for (std::int64_t q = 0; q < kRun; q += kLanes) step8(i + q);
@@ -262,6 +273,10 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
     for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
     out.h[blk] = combine_lanes(lh);
     out.g[blk] = combine_lanes(lg);
+    if (sketch != nullptr) {
+        if (hi - lo == kBlock) sketch[kSketchParts - 1] = out.h[blk];
+        else std::fill(sketch, sketch + kSketchParts, -1.0);
+    }
     std::int64_t cc = 0;
     double m = inf;
     for (int j = 0; j < kLanes; ++j) {
@@ -272,10 +287,14 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
     out.min_a[blk] = m;
 }
 
+// With a `sketch` (kSketchParts entries per block), the DepRound sketch too.
 template <class T>
-BlockSums support_block_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
+BlockSums support_block_sums(const T* g, Losses L, std::int64_t n, double tau, int threads,
+                             double* sketch = nullptr) {
     BlockSums out(num_blocks(n));
-    for_each_block(n, threads, [&](std::int64_t blk) { support_block<false>(g, L, n, blk, tau, out); });
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        support_block<false>(g, L, n, blk, tau, out, {}, sketch ? sketch + blk * kSketchParts : nullptr);
+    });
     return out;
 }
 

@@ -586,6 +586,7 @@ struct SearchSums {
     ThresholdResult search;
     bool has_sums = false;
     SupportSums sums{};
+    std::vector<double> sketch;  // with the sums: the DepRound sketch at tau (support.hpp)
 };
 
 template <class T>
@@ -596,7 +597,8 @@ SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std
     if (loc.done) {
         out.search = loc.result;
         if (wants_sums(out.search) && !cancelled()) {
-            out.sums = support_sums(g, L, n, out.search.tau, threads);
+            out.sketch.resize(static_cast<size_t>(num_blocks(n) * kSketchParts));
+            out.sums = totals_of(support_block_sums(g, L, n, out.search.tau, threads, out.sketch.data()));
             out.has_sums = true;
         }
         return out;
@@ -605,8 +607,10 @@ SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std
     BlockSums bs(nb);
     std::vector<std::vector<std::int64_t>> hits(static_cast<size_t>(nb));  // boundary points per block
     const double above = static_cast<double>(loc.bin_hi);
+    std::vector<double> sketch(static_cast<size_t>(nb * kSketchParts));  // rows redone below with the sums
     for_each_block(n, threads, [&](std::int64_t blk) {
-        support_block<true>(g, L, n, blk, above, bs, Collect<T>{loc.bin_lo, loc.bin_hi, &hits[static_cast<size_t>(blk)]});
+        support_block<true>(g, L, n, blk, above, bs, Collect<T>{loc.bin_lo, loc.bin_hi, &hits[static_cast<size_t>(blk)]},
+                            sketch.data() + blk * kSketchParts);
     });
     if (cancelled()) return out;
     std::vector<std::pair<double, double>> items;
@@ -627,11 +631,13 @@ SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std
                 break;
             }
     parallel_for(static_cast<std::int64_t>(redo.size()), threads, [&](std::int64_t k) {
-        support_block<false>(g, L, n, redo[static_cast<size_t>(k)], tau, bs);
+        const std::int64_t blk = redo[static_cast<size_t>(k)];
+        support_block<false>(g, L, n, blk, tau, bs, {}, sketch.data() + blk * kSketchParts);
     });
     if (cancelled()) return out;
     out.sums = totals_of(bs);
     out.has_sums = true;
+    out.sketch = std::move(sketch);
     return out;
 }
 

@@ -105,7 +105,7 @@ def quantize(q: np.ndarray) -> np.ndarray:
     return (x * _SCALE + 0.5).astype(np.int64)
 
 
-def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
+def round_sequence(q: np.ndarray, state: int, max_crossings: int = -1) -> tuple[list[int], int, float]:
     """Sequential-pairing DepRound of one block (docs/design.md §1, "DepRound").
 
     In units of :data:`ONE` (:func:`quantize`): certain items are taken, zero items
@@ -116,6 +116,10 @@ def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
     aimed at ``k ONE + t`` (a second uniform only if the run's mass fell short of it). At a
     crossing item ``j`` the carry (``S`` units) and ``j`` are paired exactly as in
     Algorithm 2: the carry is taken with probability ``(ONE-Q_j) / ((ONE-S) + (ONE-Q_j))``.
+
+    With ``max_crossings >= 0`` the sequence stops pairing after that many crossings: the
+    items after the last of them form one final run (its mass may reach 1), whose
+    survivor is the leftover. The merge's last round uses it (:func:`merge_leftovers`).
 
     Returns the positions taken, and the leftover (position or -1, mass in [0, 1): a
     multiple of 2^-46, so :func:`quantize` gives its units back exactly).
@@ -166,6 +170,8 @@ def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
         return s + int(np.flatnonzero(mass[s:e] > 0)[-1])
 
     base, m_start, start, carry = 0, 0, 0, -1
+    if max_crossings >= 0:
+        crossings = crossings[:max_crossings]
     for j in crossings.tolist():
         pick = resolve(start, j, base, m_start, carry)
         held = (int(cum[j - 1]) if j > 0 else 0) - base
@@ -186,13 +192,13 @@ def round_sequence(q: np.ndarray, state: int) -> tuple[list[int], int, float]:
     return taken, pick, (int(cum[-1]) - base) / _SCALE
 
 
-#: One DepRound sequence: ``(masses, stream state) -> (positions taken, leftover position or
-#: -1, leftover mass)``, as :func:`round_sequence`.
-RoundFn = Callable[[np.ndarray, int], tuple[Union[Sequence[int], np.ndarray], int, float]]
+#: One DepRound sequence: ``(masses, stream state, max_crossings) -> (positions taken,
+#: leftover position or -1, leftover mass)``, as :func:`round_sequence`.
+RoundFn = Callable[[np.ndarray, int, int], tuple[Union[Sequence[int], np.ndarray], int, float]]
 
 
 def merge_leftovers(
-    ids: np.ndarray, masses: np.ndarray, key: int, round_fn: RoundFn = round_sequence
+    ids: np.ndarray, masses: np.ndarray, key: int, wanted: int, round_fn: RoundFn = round_sequence
 ) -> tuple[list[int], int]:
     """Round the blocks' leftovers (block order) into taken indices and one final leftover.
 
@@ -201,6 +207,16 @@ def merge_leftovers(
     rounded in groups of BLOCK, group ``g`` (counted across levels) on stream
     ``MERGE_STREAM - 1 - g``, so that no running mass leaves int64; their leftovers are
     merged the same way.
+
+    ``wanted`` is the number of picks the merge owes (``b`` less the blocks' own): the last
+    round pairs at most ``wanted - 1`` crossings taken by the merge in all, and its final
+    run's survivor is the last pick (:func:`finish_selection`). The leftovers' total is
+    ``wanted`` units up to the rounding of each ``q`` to 2^-46, so whether it reaches the
+    ``wanted``-th unit is rounding noise; stopping before it keeps the result independent
+    of that noise, which lets a backend round from bounds on the masses
+    (``docs/design.md`` §3, "The DepRound sketch"). In exact arithmetic the two agree in
+    distribution: at a total of exactly ``wanted`` units the last crossing's pairing is the
+    same mass-proportional pick.
 
     ``round_fn`` runs each sequence (a compiled backend passes its own, with the same bits).
     Returns the taken indices (from ``ids``) and the final leftover's index (or -1).
@@ -213,14 +229,14 @@ def merge_leftovers(
         next_ids: list[int] = []
         next_mass: list[float] = []
         for lo in range(0, ids.shape[0], BLOCK):
-            t, pick, held = round_fn(masses[lo : lo + BLOCK], stream_state(key, MERGE_STREAM - 1 - group))
+            t, pick, held = round_fn(masses[lo : lo + BLOCK], stream_state(key, MERGE_STREAM - 1 - group), -1)
             group += 1
             taken.extend(int(ids[lo + i]) for i in t)
             if held > 0:
                 next_ids.append(int(ids[lo + pick]))
                 next_mass.append(held)
         ids, masses = np.asarray(next_ids, dtype=np.int64), np.asarray(next_mass)
-    t, pick, _ = round_fn(masses, stream_state(key, MERGE_STREAM))
+    t, pick, _ = round_fn(masses, stream_state(key, MERGE_STREAM), max(0, wanted - len(taken) - 1))
     taken.extend(int(ids[i]) for i in t)
     return taken, int(ids[pick]) if pick >= 0 else -1
 

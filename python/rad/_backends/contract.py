@@ -15,6 +15,7 @@ solver uses the sorted scan.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,11 +23,28 @@ from numpy.typing import NDArray
 
 from rad._backends.params import Params
 
-__all__ = ["CappedArrays", "FloatArray", "IndexArray", "Kernels", "missing_kernels", "search_then_sums"]
+__all__ = [
+    "CappedArrays", "FloatArray", "IndexArray", "Kernels", "RoundSketch", "missing_kernels", "search_then_sums",
+]
 
 #: float32/float64 arrays (gains) and float64 ones (losses, q): the kernels take both.
 FloatArray = NDArray[np.floating[Any]]
 IndexArray = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class RoundSketch:
+    """What a support pass recorded for DepRound (``docs/design.md`` §3, "The DepRound sketch").
+
+    Per block of the gains, 32 approximate prefix sums of ``1/a`` over ``g >= tau`` (one at
+    the end of each 2,048 points; ``-1`` for a short last block). A backend's
+    :meth:`Kernels.depround_sketched` bounds each block's exact DepRound units by them and
+    reads only the part of the block its pick lies in; it is only ever a shortcut to the
+    same indices.
+    """
+
+    tau: float
+    prefixes: NDArray[np.float64]
 
 
 class CappedArrays(Protocol):
@@ -75,13 +93,14 @@ class Kernels(Protocol):
 
     def threshold_support(
         self, gains: FloatArray, losses: FloatArray | None, w: float, m: float, b: int, threads: int
-    ) -> tuple[int, float, int, float, tuple[float, float, int, float] | None]:
+    ) -> tuple[int, float, int, float, tuple[float, float, int, float] | None, RoundSketch | None]:
         """:meth:`threshold_search`, then :meth:`support_sums` where the search allows.
 
-        Returns ``(status, tau, k*, G_n, sums or None)``; the sums are at ``tau`` when the
-        search decided (status 0), ``tau > 0`` and ``b <= k*``. The same bits as the two
-        kernels in turn (:func:`search_then_sums` is that definition); the C++ backend
-        shares a read of the gains between them.
+        Returns ``(status, tau, k*, G_n, sums or None, sketch or None)``; the sums are at
+        ``tau`` when the search decided (status 0), ``tau > 0`` and ``b <= k*``. The same
+        bits as the two kernels in turn (:func:`search_then_sums` is that definition); the
+        C++ backend shares a read of the gains between them, and records the DepRound
+        sketch with the sums.
         """
 
     def bit_histogram(
@@ -152,6 +171,17 @@ class Kernels(Protocol):
         Streamed: no ``q`` array where the backend can avoid it.
         """
 
+    def depround_sketched(
+        self, gains: FloatArray, losses: FloatArray | None, w: float, params: Params, b: int, key: int,
+        sketch: RoundSketch | None, threads: int,
+    ) -> IndexArray:
+        """:meth:`depround_params`, the same indices, using ``sketch`` where it applies.
+
+        The sketch (from :meth:`threshold_support` on these gains) serves the uncapped
+        path's params (``gain_cut == sketch.tau``, ``gain_frac == 1``); a backend without
+        a sketched rounding, a ``None`` sketch or other params take the plain path.
+        """
+
     def depround_blocks(
         self, gains: FloatArray, losses: FloatArray | None, w: float, params: Params, key: int, offset: int,
         first_stream: int, threads: int,
@@ -172,14 +202,14 @@ REQUIRED = tuple(
 
 def search_then_sums(
     kernels: Any, gains: FloatArray, losses: FloatArray | None, w: float, m: float, b: int, threads: int
-) -> tuple[int, float, int, float, tuple[float, float, int, float] | None]:
-    """:meth:`Kernels.threshold_support` from a backend's own two kernels, in turn."""
+) -> tuple[int, float, int, float, tuple[float, float, int, float] | None, None]:
+    """:meth:`Kernels.threshold_support` from a backend's own two kernels, in turn (no sketch)."""
     status, tau, kstar, g_total = kernels.threshold_search(gains, losses, w, m, threads)
     sums = None
     if status == 0 and tau > 0 and b <= kstar:
         h, g, count, min_a = kernels.support_sums(gains, losses, w, tau, threads)
         sums = (float(h), float(g), int(count), float(min_a))
-    return int(status), float(tau), int(kstar), float(g_total), sums
+    return int(status), float(tau), int(kstar), float(g_total), sums, None
 
 
 def missing_kernels(module: object) -> list[str]:

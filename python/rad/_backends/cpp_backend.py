@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from rad import _core
 from rad._backends import numpy_backend as _reference
 from rad._backends.canonical import BLOCK
-from rad._backends.contract import CappedArrays, FloatArray, IndexArray
+from rad._backends.contract import CappedArrays, FloatArray, IndexArray, RoundSketch
 from rad._backends.params import Params
 
 __all__ = ["SORTFREE", "has_openmp", "name"]
@@ -53,10 +53,12 @@ def threshold_search(
 
 def threshold_support(
     gains: FloatArray, losses: FloatArray | None, w: float, m: float, b: int, threads: int
-) -> tuple[int, float, int, float, tuple[float, float, int, float] | None]:
-    status, tau, kstar, g_total, has, h, g, count, min_a = _core.threshold_support(
+) -> tuple[int, float, int, float, tuple[float, float, int, float] | None, RoundSketch | None]:
+    status, tau, kstar, g_total, has, h, g, count, min_a, prefixes = _core.threshold_support(
         gains, _losses_arg(losses), float(w), float(m), int(b), threads)
-    return status, tau, kstar, g_total, (h, g, count, min_a) if has else None
+    if not has or prefixes is None:
+        return status, tau, kstar, g_total, None, None
+    return status, tau, kstar, g_total, (h, g, count, min_a), RoundSketch(tau, prefixes)
 
 
 bit_histogram = _reference.bit_histogram
@@ -110,6 +112,16 @@ def depround_params(
     gains: FloatArray, losses: FloatArray | None, w: float, params: Params, b: int, key: int, threads: int
 ) -> IndexArray:
     return _core.depround_params(gains, _losses_arg(losses), float(w), params.as_tuple(), int(b), int(key), threads)
+
+
+def depround_sketched(
+    gains: FloatArray, losses: FloatArray | None, w: float, params: Params, b: int, key: int,
+    sketch: RoundSketch | None, threads: int,
+) -> IndexArray:
+    if sketch is None:
+        return depround_params(gains, losses, w, params, b, key, threads)
+    return _core.depround_sketched(gains, _losses_arg(losses), float(w), params.as_tuple(), int(b), int(key),
+                                   sketch.prefixes, float(sketch.tau), threads)
 
 
 def depround_blocks(

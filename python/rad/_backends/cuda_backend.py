@@ -1450,7 +1450,7 @@ def _skip_chunk(tot, size, tag, i, hi, cum, base, t1, first_hit, npos, last_pos)
 
 @_kernel
 def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, key, stream, own_stream,
-                  nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass):
+                  max_crossings, nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass):
     """Phase 2 of DepRound, one thread per block: round_sequence of rad._backends.canonical.
 
     The walk runs over the int64 chunk totals of phase 1 (exact prefix sums, so a chunk's
@@ -1458,7 +1458,8 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     the items only where something happens: a crossing of the next multiple of ONE or the
     current run's inverse-CDF target. A run's first uniform is known when the run starts
     (no draw happens inside a run), so its target is tracked while walking; only a second
-    draw (the run's mass fell short) searches the run again.
+    draw (the run's mass fell short) searches the run again. With ``max_crossings >= 0``
+    (the merge's last round) no crossing is paired after that many.
     """
     blk = cuda.grid(1)
     if blk >= nblk:
@@ -1494,7 +1495,7 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
         mass = _mass_at(g, losses, has_losses, w, q, use_q, i, fill_loss, nu, gc, gf, lc, lf)
         prev_cum = cum
         cum += mass
-        if cum >= base + _ONE:  # crossing item i closes the run [start, i)
+        if cum >= base + _ONE and (max_crossings < 0 or ntaken < max_crossings):  # crossing item i closes [start, i)
             pick = carry
             if npos > 0:
                 counter += np.uint64(1)
@@ -1617,11 +1618,13 @@ def _compact_kernel(bits, offsets, expect, out, errors):
 
 
 def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: bool, params: tuple[Any, ...],
-                  key: int, stream: int | None, n: int) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+                  key: int, stream: int | None, n: int,
+                  max_crossings: int = -1) -> tuple[Any, Any, np.ndarray, np.ndarray]:
     """Both DepRound phases over ``n`` points (block ``j`` on stream ``j``, or all on ``stream``).
 
-    Returns ``(bitmap, taken per block, leftover index per block, leftover mass per
-    block)``; the bitmap stays on the device.
+    With ``max_crossings >= 0`` no crossing is paired after that many (the merge's last
+    round: ``canonical.merge_leftovers``). Returns ``(bitmap, taken per block, leftover
+    index per block, leftover mass per block)``; the bitmap stays on the device.
     """
     fill, nu, gc, gf, lc, lf = params
     nblk = -(-n // BLOCK)
@@ -1639,7 +1642,7 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
                                       tot2, bits, taken_count)
     _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
         g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, np.uint64(key), np.uint64(stream or 0),
-        stream is None, nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass,
+        stream is None, np.int64(max_crossings), nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass,
     )
     per_block, li, lm = out.fetch()
     return bits, per_block, li, lm
@@ -1657,7 +1660,8 @@ def _host_merge() -> Any:
     return _core.merge_leftovers
 
 
-def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, on_device: bool = False) -> tuple[list[int], int]:
+def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, wanted: int,
+                     on_device: bool = False) -> tuple[list[int], int]:
     """The merge of the block leftovers: :func:`rad._backends.canonical.merge_leftovers`.
 
     The leftovers are on the host already (one per block), so the C++ core merges them
@@ -1667,6 +1671,7 @@ def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, on_device: b
     ``round_sequence`` on :data:`~rad._backends.rng.MERGE_STREAM`, run by the block
     kernels on the device (a leftover mass is a multiple of 2^-46, so quantizing gives
     its units back exactly); more are merged hierarchically by the NumPy definition.
+    ``wanted`` is the number of picks the merge owes (``canonical.merge_leftovers``).
 
     Returns the taken indices (from ``ids``) and the final leftover's index (or -1).
     """
@@ -1675,14 +1680,14 @@ def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, on_device: b
     host = None if on_device else _host_merge()
     if host is not None:
         taken_arr, last_id = host(np.ascontiguousarray(ids, dtype=np.int64),
-                                  np.ascontiguousarray(masses, dtype=np.float64), int(key))
+                                  np.ascontiguousarray(masses, dtype=np.float64), int(key), int(wanted))
         return [int(i) for i in taken_arr], int(last_id)
     if masses.shape[0] > BLOCK:
-        taken, last = merge_leftovers(ids, masses, key)
+        taken, last = merge_leftovers(ids, masses, key, wanted)
         return [int(i) for i in taken], int(last)
     dm = cuda.to_device(np.ascontiguousarray(masses, dtype=np.float64))
     bits, _, li, _ = _round_blocks(dm, _dummy(), False, 0.0, dm, True, _NO_PARAMS, key, MERGE_STREAM,
-                                   masses.shape[0])
+                                   masses.shape[0], max(0, wanted - 1))
     words = bits.copy_to_host()
     marked = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: masses.shape[0]])
     pick = int(li[0])
@@ -1702,7 +1707,7 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
     bits, per_block, li, lm = _round_blocks(g_arg, lv, has, float(w), q_arg, use_q, ptuple, key, None, n)
     keep = lm > 0
     ids, masses = li[keep], np.ascontiguousarray(lm[keep])
-    extra, last = _merge_leftovers(ids, masses, key)
+    extra, last = _merge_leftovers(ids, masses, key, b - int(per_block.sum()))
     if int(per_block.sum()) + len(extra) == b - 1 and last >= 0:
         extra.append(last)
     if extra:
@@ -1719,6 +1724,11 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
     if int(errors.copy_to_host()[0]):
         raise RuntimeError("internal error: DepRound's bitmap disagrees with its per-block counts")
     return out
+
+
+def depround_sketched(gains, losses, w, params: Params, b, key, sketch, threads):
+    """:func:`depround_params` (this backend has no sketched rounding; the sketch is unused)."""
+    return depround_params(gains, losses, w, params, b, key, threads)
 
 
 def depround_params(gains, losses, w, params: Params, b, key, threads):

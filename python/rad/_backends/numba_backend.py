@@ -326,17 +326,20 @@ def _resolve(cum, s, e, base, m_start, carry, state, counter):
 
 
 @_jit
-def _round_running(cum, n, lo, state, out, n_out):
+def _round_running(cum, n, lo, state, out, n_out, max_crossings):
     """canonical.round_sequence on the running mass ``cum[:n]``.
 
-    Certain items are already taken; appends taken indices (plus ``lo``) to out[n_out:].
+    Certain items are already taken; appends taken indices (plus ``lo``) to out[n_out:];
+    pairs at most ``max_crossings`` crossings when that is not negative.
     """
     counter = np.uint64(0)
     base = np.int64(0)
     m_start = np.int64(0)
     start = 0
     carry = -1
-    while True:
+    crossings = 0
+    while max_crossings < 0 or crossings < max_crossings:
+        crossings += 1
         j = start + np.searchsorted(cum[start:n], base + _ONE, side="left")
         if j >= n:
             break
@@ -405,7 +408,7 @@ def _probability(g, l, fill_loss, nu, gain_cut, gain_frac, loss_cut, loss_frac):
 
 
 @_jit
-def _round_sequence(q, lo, hi, state, out, n_out):
+def _round_sequence(q, lo, hi, state, out, n_out, max_crossings=-1):
     """DepRound of q[lo:hi]; appends taken indices to out[n_out:] (canonical.round_sequence)."""
     n = hi - lo
     cum = np.empty(n, np.int64)
@@ -418,7 +421,7 @@ def _round_sequence(q, lo, hi, state, out, n_out):
     n_out = _take_certain(cum, n, top, out, n_out)
     for t in range(first, n_out):
         out[t] += lo
-    return _round_running(cum, n, lo, state, out, n_out)
+    return _round_running(cum, n, lo, state, out, n_out, max_crossings)
 
 
 @_pjit
@@ -451,7 +454,7 @@ def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf
                 cum[np.uint64(k)] = u
                 top = max(top, u)
         cnt = _take_certain(cum, hi - lo, top, buf[j], 0)
-        cnt, li, lm = _round_running(cum, hi - lo, 0, states[j], buf[j], cnt)
+        cnt, li, lm = _round_running(cum, hi - lo, 0, states[j], buf[j], cnt, -1)
         counts[j] = cnt
         left_idx[blk] = lo + li if li >= 0 else -1
         left_mass[blk] = lm
@@ -514,7 +517,7 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.nd
         _place_blocks(buf, counts, first, last - first, starts, out)
         pos = int(starts[-1])
     keep = left_mass > 0
-    merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key)
+    merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key, b - pos)
     if pos + len(merged) > b:
         raise RuntimeError(f"internal error: DepRound produced {pos + len(merged)} indices for a budget of {b}")
     out[pos : pos + len(merged)] = merged
@@ -522,16 +525,16 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.nd
     return finish_in_place(out, pos + len(merged), li, b, _strictly_increasing)
 
 
-def _round_one(masses: np.ndarray, state: int) -> tuple[np.ndarray, int, float]:
+def _round_one(masses: np.ndarray, state: int, max_crossings: int) -> tuple[np.ndarray, int, float]:
     """canonical.round_sequence, compiled (for canonical.merge_leftovers)."""
     out = np.empty(masses.shape[0], np.int64)
-    cnt, li, held = _round_sequence(masses, 0, masses.shape[0], np.uint64(state), out, 0)
+    cnt, li, held = _round_sequence(masses, 0, masses.shape[0], np.uint64(state), out, 0, max_crossings)
     return out[:cnt], li, held
 
 
-def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int) -> tuple[list[int], int]:
+def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, wanted: int) -> tuple[list[int], int]:
     """canonical.merge_leftovers with the compiled sequence."""
-    return merge_leftovers(ids, masses, key, _round_one)
+    return merge_leftovers(ids, masses, key, wanted, _round_one)
 
 
 def _depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray:
@@ -632,6 +635,11 @@ def support_stats(gains, losses, w, params: Params, threads):
 def depround_q(q, b, key, threads):
     _use_threads(threads)
     return _depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key), threads)
+
+
+def depround_sketched(gains, losses, w, params: Params, b, key, sketch, threads):
+    """:func:`depround_params` (this backend has no sketched rounding; the sketch is unused)."""
+    return depround_params(gains, losses, w, params, b, key, threads)
 
 
 def depround_params(gains, losses, w, params: Params, b, key, threads):

@@ -22,7 +22,7 @@ from rad._backends.canonical import (
     merge_leftovers,
     round_sequence,
 )
-from rad._backends.contract import CappedArrays, search_then_sums
+from rad._backends.contract import CappedArrays, RoundSketch, search_then_sums
 from rad._backends.params import Params, probabilities_from_params
 from rad._backends.rng import stream_state
 
@@ -279,7 +279,7 @@ def depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray:
         if held > 0:
             left_idx.append(lo + pick)
             left_mass.append(held)
-    merged, pick = merge_leftovers(np.asarray(left_idx, np.int64), np.asarray(left_mass), key)
+    merged, pick = merge_leftovers(np.asarray(left_idx, np.int64), np.asarray(left_mass), key, b - len(taken))
     return finish_selection(taken + merged, pick, b)
 
 
@@ -294,6 +294,14 @@ def depround_params(
 ) -> np.ndarray:
     """DepRound of the probabilities defined by ``params`` (materialised here)."""
     return depround_q(materialize(gains, losses, w, params), b, key)
+
+
+def depround_sketched(
+    gains: np.ndarray, losses: np.ndarray | None, w: float, params: Params, b: int, key: int,
+    sketch: RoundSketch | None, threads: int = 1,
+) -> np.ndarray:
+    """:func:`depround_params` (this backend has no sketched rounding; the sketch is unused)."""
+    return depround_params(gains, losses, w, params, b, key, threads)
 
 
 def depround_blocks(
@@ -370,7 +378,7 @@ def bit_gather(
 
 def threshold_support(
     gains: np.ndarray, losses: np.ndarray | None, w: float, m: float, b: int, threads: int = 1
-) -> tuple[int, float, int, float, tuple[float, float, int, float] | None]:
+) -> tuple[int, float, int, float, tuple[float, float, int, float] | None, None]:
     """:func:`threshold_search`, then :func:`support_sums` (the contract's definition)."""
     return search_then_sums(sys.modules[__name__], gains, losses, w, m, b, threads)
 

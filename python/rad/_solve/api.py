@@ -121,8 +121,8 @@ def select(
         sol = solve_game(game)
     # sol.gains/losses are the game's arrays, or their power-of-two rescaled copies.
     assert sol.gains is not None  # solve_game always keeps them
-    return game.backend.depround_params(
-        sol.gains, sol.losses, game.kernel_w, sol.params, game.b, key, game.threads
+    return game.backend.depround_sketched(
+        sol.gains, sol.losses, game.kernel_w, sol.params, game.b, key, sol.round_sketch, game.threads
     )
 
 

@@ -20,6 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from rad._backends.contract import RoundSketch
 from rad._backends.params import Params
 from rad._solve.capped import boundary_frac, solve_capped
 from rad._solve.game import Game
@@ -131,10 +132,11 @@ def _solve_game(game: Game) -> Solution:
     n = game.n
     w_k = game.kernel_w
 
-    def done(value: float, k_star: int, threshold: float, capped: bool, params: Params) -> Solution:
+    def done(value: float, k_star: int, threshold: float, capped: bool, params: Params,
+             sketch: RoundSketch | None = None) -> Solution:
         return Solution(
             value=value, k_star=k_star, threshold=threshold + 0.0, w=game.w, m=m, b=b, n=n,
-            capped=capped, params=params, gains=gains, losses=losses,
+            capped=capped, params=params, gains=gains, losses=losses, round_sketch=sketch,
         )
 
     if b == 0:
@@ -147,8 +149,9 @@ def _solve_game(game: Game) -> Solution:
     perm = None
     found = None
     sums = None  # the support sums at tau, when the search brought them along
+    sketch = None  # and the DepRound sketch recorded with them
     if game.sortfree:
-        status, tau, kstar, g_total, sums = backend.threshold_support(gains, losses, w_k, m, b, threads)
+        status, tau, kstar, g_total, sums, sketch = backend.threshold_support(gains, losses, w_k, m, b, threads)
         if status == 2:  # a NaN, inf or negative gain: the usual error, index included
             check_values(gains, "gains", lambda x: backend.first_invalid(x, threads))
         if status == 0:
@@ -167,7 +170,7 @@ def _solve_game(game: Game) -> Solution:
             nu = b / h
             if nu <= min_a:
                 value = b * _theorem1_value(gains, losses, w_k, m, tau, g, h, count)
-                return done(value, count, tau, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0))
+                return done(value, count, tau, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0), sketch)
 
     ctx, nu, ev = solve_capped(gains, losses, w_k, backend, threads, b, m, kstar)
     if not (math.isfinite(ev.value) and math.isfinite(nu)):

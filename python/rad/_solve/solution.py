@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rad._backends.contract import RoundSketch
 from rad._backends.params import Params, probabilities_from_params
 
 __all__ = ["NetHarmWarning", "Solution", "SolutionSummary"]
@@ -64,11 +65,17 @@ class Solution(SolutionSummary):
         0, or ``e`` when ``gains`` and ``losses`` here are the caller's times ``2**e``
         because ``1/a`` overflowed for subnormal input (``params`` are in those units;
         ``value`` and ``threshold`` are in the caller's).
+    round_sketch : RoundSketch or None
+        What the backend's support pass recorded for DepRound over these ``gains``
+        (``docs/design.md`` §3, "The DepRound sketch"): :func:`rad.select` passes it on,
+        so that the rounding reads only the parts of the pool it picks from. Internal;
+        the indices are the same without it.
     """
 
     gains: np.ndarray | None = field(repr=False, compare=False, default=None)
     losses: np.ndarray | None = field(repr=False, compare=False, default=None)
     scale_exponent: int = 0
+    round_sketch: RoundSketch | None = field(repr=False, compare=False, default=None)
 
     @property
     def nu(self) -> float:

@@ -1,0 +1,263 @@
+// DepRound that reads only the parts of the pool it picks from (docs/design.md §3, "The
+// DepRound sketch"). The same indices as depround() in depround.hpp, bit for bit.
+//
+// With b much smaller than the number of blocks, most blocks hold less than one unit of
+// mass: such a block has no crossing, and its rounding is one pick by inverse CDF (one or
+// two uniforms) and a leftover of its whole mass. The support pass records each block's
+// approximate prefix sums of 1/a at 32 points (the sketch); with the uncapped path's
+// q = nu / a they bound every exact units prefix U(k) from both sides. A block whose
+// bounds decide every comparison the canonical rounding makes reads one part of 2,048
+// points (the one the pick lies in) instead of 65,536; the leftovers are then merged with
+// their masses as intervals. Any comparison the bounds cannot decide (a chance of about
+// 1e-4 per block for the pick, far less for the merge) is made on exact units instead: that
+// block, or every sketched block for the merge, is rounded by round_chunked.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "rad/depround.hpp"
+#include "rad/support.hpp"
+
+namespace rad {
+
+// Bounds [lo, hi] of an exact number of units.
+struct Span {
+    std::int64_t lo = 0, hi = 0;
+};
+
+// Bounds of the exact units prefixes U(k) = sum of units(q_i) over a block's first k parts
+// (k = 0..kSketchParts) from its sketch row. Item i contributes units(fl(nu / a_i)), within
+// 0.5 + 2^-8 of 2^46 fl(nu / a_i) = 2^46 nu (1/a_i)(1 + d), |d| <= 2^-53; the row holds
+// float sums of fl(1/a_i) with relative error below 8200 * 2^-53 (a lane adds 256 terms a
+// part). The slack used, 2^-29 relative and 0.51 units a point plus 2, covers both with
+// room; `slack_bits` widens it further (tests use it to make the bounds undecided). A
+// capped item (a_i <= nu: units = kOne) breaks the lower bound only, in a block whose upper
+// bound then reaches kOne, which is never sketched. False when the row is unusable.
+inline bool sketch_bounds(const double* row, double nu, int slack_bits, Span* U) {
+    const double widen = std::ldexp(1.0, slack_bits);
+    const double rel = std::ldexp(1.0, -29) * widen, scale = nu * kUnitScale;
+    const double cap = std::ldexp(1.0, 62);
+    U[0] = {0, 0};
+    for (std::int64_t k = 1; k <= kSketchParts; ++k) {
+        const double p = row[k - 1];
+        if (!(p >= 0.0) || !(p <= cap)) return false;  // -1: a short block; NaN or inf: unusable
+        const double x = scale * p, abs = (0.51 * static_cast<double>(k * kSketchSpan) + 2.0) * widen;
+        const double lo = x - x * rel - abs, hi = x + x * rel + abs;
+        if (!(hi < cap)) return false;
+        U[k].lo = lo > 0 ? static_cast<std::int64_t>(std::floor(lo)) : 0;
+        U[k].hi = static_cast<std::int64_t>(std::ceil(hi));
+    }
+    // U is non-decreasing: each bound also holds for its neighbours' side.
+    for (std::int64_t k = 1; k <= kSketchParts; ++k) U[k].lo = std::max(U[k].lo, U[k - 1].lo);
+    for (std::int64_t k = kSketchParts - 1; k >= 0; --k) U[k].hi = std::min(U[k].hi, U[k + 1].hi);
+    return true;
+}
+
+// One sketched block's rounding: the pick (global index, or -1) and its mass's bounds.
+struct SketchedBlock {
+    bool decided = false;
+    std::int64_t pick = -1;
+    Span mass;
+};
+
+// The canonical rounding of a block of kBlock items with total units T < kOne (no
+// crossing: resolve() of one run, depround.hpp) from the sketch's bounds, reading only
+// the parts that can hold the pick. Undecided (decided == false) when a comparison
+// depends on where the exact units lie within their bounds.
+template <class FillFn>
+SketchedBlock round_sketched_block(const Span* U, std::int64_t lo_index, Stream& rs, FillFn&& fill) {
+    SketchedBlock out;
+    const Span total = U[kSketchParts];
+    if (!(total.hi < kOne)) return out;  // a crossing or a certain item may be there
+    if (total.hi == 0) {                 // no mass: no draw, no leftover
+        out.decided = true;
+        return out;
+    }
+    if (total.lo == 0) return out;  // mass or none: undecided
+    // resolve(0, len, 0, 0, -1): the first target hits iff T > t; else a second uniform
+    // aims at floor(u2 T), known within the bounds of T.
+    std::int64_t tlo = first_target(rs, 0), thi = tlo;
+    if (!(total.lo > tlo)) {
+        if (total.hi > tlo) return out;
+        const double u = rs.next();
+        tlo = static_cast<std::int64_t>(u * static_cast<double>(total.lo));
+        thi = static_cast<std::int64_t>(u * static_cast<double>(total.hi));
+    }
+    // The pick is the first item with U(item end) > t. Parts k1..k2 can hold it: k1 is the
+    // first whose end can exceed tlo, k2 the last whose start can be at or below thi.
+    std::int64_t k1 = 0;
+    while (k1 < kSketchParts - 1 && !(U[k1 + 1].hi > tlo)) ++k1;
+    std::int64_t k2 = kSketchParts - 1;
+    while (k2 > k1 && !(U[k2].lo <= thi)) --k2;
+    const std::int64_t first = k1 * kSketchSpan, count = (k2 + 1 - k1) * kSketchSpan;
+    thread_local std::vector<double> q;
+    thread_local std::vector<std::int64_t> c;
+    q.resize(static_cast<size_t>(count));
+    c.resize(static_cast<size_t>(count));
+    fill(first, count, q.data());
+    std::int64_t run = 0;
+    for (std::int64_t j = 0; j < count; ++j) c[static_cast<size_t>(j)] = run += units(q[static_cast<size_t>(j)]);
+    // With the exact prefix B = U(k1) in [U[k1].lo, U[k1].hi], the pick is the first j with
+    // B + c_j > t: decided when every (B, t) within the bounds gives the same j.
+    const std::int64_t xlo = tlo - U[k1].hi, xhi = thi - U[k1].lo;
+    const auto ia = std::upper_bound(c.begin(), c.end(), xlo) - c.begin();
+    const auto ib = std::upper_bound(c.begin(), c.end(), xhi) - c.begin();
+    if (ia != ib || ia >= count) return out;
+    out.decided = true;
+    out.pick = lo_index + first + ia;
+    out.mass = total;
+    return out;
+}
+
+// canonical.merge_leftovers for up to kBlock leftovers with masses known within bounds
+// (exact ones have lo == hi; zero masses may stay in: they change no decision), owing
+// `wanted` picks. Appends the taken ids to `out` and sets `last`; false, with `out`
+// unchanged, when a decision depends on where the exact masses lie within their bounds.
+// The same draws and the same comparisons as round_chunked (depround.hpp), each made for
+// the whole range of values. The leftovers' total is `wanted` units up to rounding noise
+// far wider than these bounds; the merge never pairs the crossing of the last unit, so it
+// never asks on which side of it the total lies.
+inline bool merge_spans(const std::vector<std::int64_t>& ids, const std::vector<Span>& mass, std::uint64_t key,
+                        std::int64_t wanted, std::vector<std::int64_t>& out, std::int64_t& last) {
+    const std::int64_t max_crossings = std::max<std::int64_t>(0, wanted - 1);
+    const auto n = static_cast<std::int64_t>(ids.size());
+    std::vector<std::int64_t> CL(static_cast<size_t>(n)), CH(static_cast<size_t>(n));  // bounds of cum
+    std::int64_t sl = 0, sh = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+        CL[static_cast<size_t>(i)] = sl += mass[static_cast<size_t>(i)].lo;
+        CH[static_cast<size_t>(i)] = sh += mass[static_cast<size_t>(i)].hi;
+    }
+    auto cl = [&](std::int64_t i) { return i < 0 ? std::int64_t{0} : CL[static_cast<size_t>(i)]; };
+    auto ch = [&](std::int64_t i) { return i < 0 ? std::int64_t{0} : CH[static_cast<size_t>(i)]; };
+    bool ok = true;
+    // First i in [s, e) with cum_i > x (strict) or >= x, for every x in [xlo, xhi]: no
+    // earlier i can (its upper bound does not), and this one must (its lower bound does).
+    auto search = [&](std::int64_t s, std::int64_t e, std::int64_t xlo, std::int64_t xhi, bool strict) {
+        auto first = [&](const std::vector<std::int64_t>& C, std::int64_t x) {
+            const auto b = C.begin() + s, en = C.begin() + e;
+            return (strict ? std::upper_bound(b, en, x) : std::lower_bound(b, en, x)) - C.begin();
+        };
+        const std::int64_t i = first(CH, xlo);
+        if (i != first(CL, xhi)) ok = false;
+        return i;
+    };
+    Stream rs(stream_state(key, kMergeStream));
+    std::vector<std::int64_t> taken;
+    auto resolve = [&](std::int64_t s, std::int64_t e, std::int64_t base, Span m_start, std::int64_t carry) {
+        if (s >= e) return carry;
+        const std::int64_t run_lo = cl(e - 1) - cl(s - 1), run_hi = ch(e - 1) - ch(s - 1);
+        if (run_hi == 0) return carry;  // no mass in the run
+        if (run_lo == 0) return ok = false, carry;
+        std::int64_t t = first_target(rs, base);
+        if (m_start.lo > t) return carry;
+        if (m_start.hi > t) return ok = false, carry;
+        std::int64_t i = search(s, e, t, t, true);
+        if (!ok || i < e) return i;
+        const std::int64_t tot_lo = cl(e - 1) - base, tot_hi = ch(e - 1) - base;
+        if (tot_hi <= 0) return carry;
+        if (tot_lo <= 0) return ok = false, carry;
+        const double u = rs.next();
+        const std::int64_t tlo = base + static_cast<std::int64_t>(u * static_cast<double>(tot_lo));
+        const std::int64_t thi = base + static_cast<std::int64_t>(u * static_cast<double>(tot_hi));
+        if (m_start.lo > thi) return carry;
+        if (m_start.hi > tlo) return ok = false, carry;
+        i = search(s, e, tlo, thi, true);
+        if (!ok || i < e) return i;
+        return ok = false, carry;  // the last item with mass (rounding's own edge case): exactly
+    };
+    std::int64_t base = 0, start = 0, carry = -1;
+    Span m_start{0, 0};
+    for (std::int64_t crossings = 0; crossings < max_crossings; ++crossings) {
+        const std::int64_t j = search(start, n, base + kOne, base + kOne, false);
+        if (!ok) return false;
+        if (j >= n) break;
+        const std::int64_t pick = resolve(start, j, base, m_start, carry);
+        if (!ok) return false;
+        if (pick < 0) {
+            taken.push_back(ids[static_cast<size_t>(j)]);
+            carry = -1;
+        } else {
+            // survivor_taken: u (alpha + beta) < beta, alpha + beta = 2 kOne - (cum_j - base).
+            const double u = rs.next();
+            const double sum_lo = static_cast<double>(2 * kOne - (ch(j) - base));
+            const double sum_hi = static_cast<double>(2 * kOne - (cl(j) - base));
+            const double beta_lo = static_cast<double>(kOne - mass[static_cast<size_t>(j)].hi);
+            const double beta_hi = static_cast<double>(kOne - mass[static_cast<size_t>(j)].lo);
+            bool survivor;
+            if (u * sum_hi < beta_lo) survivor = true;
+            else if (u * sum_lo >= beta_hi) survivor = false;
+            else return false;
+            taken.push_back(ids[static_cast<size_t>(survivor ? pick : j)]);
+            carry = survivor ? j : pick;
+        }
+        base += kOne;
+        m_start = {cl(j), ch(j)};
+        start = j + 1;
+    }
+    const std::int64_t pick = resolve(start, n, base, m_start, carry);
+    if (!ok) return false;
+    out.insert(out.end(), taken.begin(), taken.end());
+    last = pick >= 0 ? ids[static_cast<size_t>(pick)] : -1;
+    return true;
+}
+
+// depround() of the uncapped path's q = nu / a (g >= tau; params gain_cut == tau,
+// gain_frac == 1) with the sketch the support pass recorded at tau. Blocks whose sketch
+// decides are rounded from it; every other block, and every sketched block when the merge
+// is undecided, by round_chunked. The same indices as depround() with the same fill.
+template <class FillFn>
+Indices depround_sketched(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, double nu,
+                          const double* sketch, int slack_bits, FillFn&& fill) {
+    const std::int64_t nb = num_blocks(n);
+    if (nb > kBlock || !(nu > 0)) return depround(n, b, key, threads, fill);  // merges in groups: the plain path
+    BlockRuns runs;
+    runs.taken.resize(static_cast<size_t>(nb));
+    std::vector<std::int64_t> ids(static_cast<size_t>(nb), -1);
+    std::vector<Span> mass(static_cast<size_t>(nb));
+    std::vector<char> sketched(static_cast<size_t>(nb), 0);
+    auto exact = [&](std::int64_t blk) {
+        Stream rs(stream_state(key, static_cast<std::uint64_t>(blk)));
+        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
+        runs.taken[static_cast<size_t>(blk)].clear();
+        const Leftover l = round_chunked(
+            hi - lo, lo, rs, runs.taken[static_cast<size_t>(blk)],
+            [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); }, true);
+        const std::int64_t u = units(l.mass);  // exact: a multiple of 2^-46 below 1
+        ids[static_cast<size_t>(blk)] = l.index;
+        mass[static_cast<size_t>(blk)] = {u, u};
+    };
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        const std::int64_t lo = blk * kBlock;
+        Span U[kSketchParts + 1];
+        if (n - lo >= kBlock && sketch_bounds(sketch + blk * kSketchParts, nu, slack_bits, U)) {
+            Stream rs(stream_state(key, static_cast<std::uint64_t>(blk)));
+            const SketchedBlock s = round_sketched_block(U, lo, rs, [&](std::int64_t i0, std::int64_t cnt, double* dst) {
+                fill(lo + i0, cnt, dst);
+            });
+            if (s.decided) {
+                ids[static_cast<size_t>(blk)] = s.pick;
+                mass[static_cast<size_t>(blk)] = s.mass;
+                sketched[static_cast<size_t>(blk)] = 1;
+                return;
+            }
+        }
+        exact(blk);
+    });
+    std::int64_t in_blocks = 0;
+    for (const auto& t : runs.taken) in_blocks += static_cast<std::int64_t>(t.size());
+    std::vector<std::int64_t> picks;
+    std::int64_t last = -1;
+    if (!merge_spans(ids, mass, key, b - in_blocks, picks, last)) {
+        for_each_block(n, threads, [&](std::int64_t blk) {
+            if (sketched[static_cast<size_t>(blk)]) exact(blk);
+        });
+        picks.clear();
+        if (!merge_spans(ids, mass, key, b - in_blocks, picks, last))
+            throw std::runtime_error("internal error: DepRound's merge undecided on exact masses");
+    }
+    return finish_depround(runs, std::move(picks), last, b, threads);
+}
+
+}  // namespace rad
