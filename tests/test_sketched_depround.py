@@ -1,13 +1,13 @@
 """DepRound from the support pass's sketch (docs/design.md §3, "The DepRound sketch").
 
-The C++ backend rounds a block with less than one unit of mass from bounds on its exact
-units prefixes, reading only the part its pick lies in, and merges the leftovers with
-their masses as intervals. Two things must hold: the bounds contain the exact prefixes
-(checked against the NumPy quantisation of the exact ``q``, on pools built to make the
-float sums of ``1/a`` as wrong as they can be), and the indices are those of the plain
-rounding, which the other test files tie to the NumPy definition. ``slack_bits`` widens
-the bounds so that the undecided cases (a block read whole, a merge redone on exact
-masses) happen on purpose.
+The C++ and Numba backends round a block with less than one unit of mass from bounds on
+its exact units prefixes, reading only the part its pick lies in, and merge the leftovers
+with their masses as intervals. Two things must hold: the bounds contain the exact
+prefixes (checked against the NumPy quantisation of the exact ``q``, on pools built to
+make the float sums of ``1/a`` as wrong as they can be), and the indices are those of the
+plain rounding, which the other test files tie to the NumPy definition. ``slack_bits``
+widens the bounds so that the undecided cases (a block read whole, a merge redone on
+exact masses) happen on purpose.
 """
 
 from __future__ import annotations
@@ -19,21 +19,26 @@ from hypothesis import strategies as st
 
 import rad
 from conftest import BACKENDS
+from rad._backends import get_backend
 from rad._backends.canonical import BLOCK, ONE, quantize
 from rad._backends.params import Params, probabilities_from_params
+from rad._backends.rng import MERGE_STREAM, stream_state
 
-pytestmark = pytest.mark.skipif("cpp" not in BACKENDS, reason="the sketched rounding is the C++ backend's")
+SKETCHING = [name for name in ("cpp", "numba") if name in BACKENDS]
+pytestmark = pytest.mark.skipif(not SKETCHING, reason="the sketched rounding is the C++ and Numba backends'")
 
 PART = BLOCK // 32
 
 
-def _uncapped(gains: np.ndarray, m: float, b: int, losses: np.ndarray | None = None):
-    """The C++ search with its sums and sketch, and the uncapped path's params (or None)."""
-    from rad._backends import get_backend
+@pytest.fixture(params=SKETCHING)
+def sketching(request: pytest.FixtureRequest) -> str:
+    return request.param
 
-    cpp = get_backend("cpp")
+
+def _uncapped(gains: np.ndarray, m: float, b: int, losses: np.ndarray | None = None, backend: str = "cpp"):
+    """A backend's search with its sums and sketch, and the uncapped path's params (or None)."""
     w = 0.0 if losses is not None else 1.0 - m / gains.shape[0]
-    status, tau, kstar, _, sums, sketch = cpp.threshold_support(gains, losses, w, m, b, 1)
+    status, tau, kstar, _, sums, sketch = get_backend(backend).threshold_support(gains, losses, w, m, b, 1)
     if sums is None:
         return None
     h, _, _, min_a = sums
@@ -41,6 +46,44 @@ def _uncapped(gains: np.ndarray, m: float, b: int, losses: np.ndarray | None = N
     if not nu <= min_a:
         return None
     return w, Params("gain", nu, gain_cut=tau, gain_frac=1.0), sketch
+
+
+def _sketched(backend: str, gains, losses, w, params: Params, b: int, key: int, sketch, threads: int,
+              slack_bits: int) -> np.ndarray:
+    if backend == "cpp":
+        from rad import _core
+
+        return _core.depround_sketched(gains, losses, w, params.as_tuple(), b, key, sketch.prefixes, sketch.tau,
+                                       threads, slack_bits)
+    from rad._backends import numba_sketch
+
+    return numba_sketch.depround(gains, losses, w, params, b, key, sketch, threads, slack_bits)
+
+
+def _unit_bounds(backend: str, prefixes: np.ndarray, nu: float, slack_bits: int):
+    if backend == "cpp":
+        from rad import _core
+
+        return _core.sketch_unit_bounds(prefixes, nu, slack_bits)
+    from rad._backends import numba_sketch
+
+    rows = prefixes.reshape(-1, 32)
+    lo = np.zeros((rows.shape[0], 33), np.int64)
+    hi = np.zeros((rows.shape[0], 33), np.int64)
+    usable = np.array([numba_sketch._bounds(r, nu, slack_bits, lo[k], hi[k]) for k, r in enumerate(rows)])
+    return lo, hi, usable
+
+
+def _merge_spans(backend: str, ids, lo, hi, key: int, wanted: int):
+    if backend == "cpp":
+        from rad import _core
+
+        return _core.merge_spans(ids, lo, hi, key, wanted)
+    from rad._backends import numba_sketch
+
+    out = np.empty(max(wanted, 0), np.int64)
+    ok, cnt, last = numba_sketch._merge_spans(ids, lo, hi, np.uint64(stream_state(key, MERGE_STREAM)), wanted, out)
+    return ok, out[:cnt], int(last)
 
 
 def _pool(kind: str, n: int, rng: np.random.Generator, f32: bool) -> np.ndarray:
@@ -60,17 +103,15 @@ def _pool(kind: str, n: int, rng: np.random.Generator, f32: bool) -> np.ndarray:
 
 @pytest.mark.parametrize("kind", ["uniform", "wide", "ties", "spikes", "gaps"])
 @pytest.mark.parametrize("f32", [False, True])
-def test_bounds_contain_the_exact_units_prefixes(kind: str, f32: bool) -> None:
-    from rad import _core
-
+def test_bounds_contain_the_exact_units_prefixes(sketching: str, kind: str, f32: bool) -> None:
     rng = np.random.default_rng(7)
     n = 5 * BLOCK + 123
     gains = _pool(kind, n, rng, f32)
-    solved = _uncapped(gains, 0.2 * n, 3)
+    solved = _uncapped(gains, 0.2 * n, 3, backend=sketching)
     assert solved is not None
     w, params, sketch = solved
     units = quantize(probabilities_from_params(gains, None, w, params))
-    lo, hi, usable = _core.sketch_unit_bounds(sketch.prefixes, params.nu, 0)
+    lo, hi, usable = _unit_bounds(sketching, sketch.prefixes, params.nu, 0)
     assert usable[:-1].all() and not usable[-1]  # every whole block; not the short last one
     for blk in range(n // BLOCK):
         u = units[blk * BLOCK : (blk + 1) * BLOCK]
@@ -80,44 +121,42 @@ def test_bounds_contain_the_exact_units_prefixes(kind: str, f32: bool) -> None:
         assert hi[blk, -1] - lo[blk, -1] < 2**20
 
 
-def test_bounds_fail_when_made_too_tight() -> None:
-    """The check above can fail: bounds without the per-item rounding term miss."""
-    from rad import _core
-
-    rng = np.random.default_rng(3)
-    n = 2 * BLOCK
-    gains = rng.random(n)
-    w, params, sketch = _uncapped(gains, 0.2 * n, 3)
+def test_bounds_need_their_rounding_term(sketching: str) -> None:
+    """Equal gains round every item's units the same way, so a block's exact units drift
+    from the float estimate by ~0.4 a point: far more than the relative slack allows. The
+    check above could fail; the per-point term of the bounds is what keeps it passing."""
+    n = 40 * BLOCK
+    gains = np.full(n, 0.7)
+    w, params, sketch = _uncapped(gains, 0.2 * n, 1, backend=sketching)
     units = quantize(probabilities_from_params(gains, None, w, params))
     x = params.nu * float(ONE) * sketch.prefixes.reshape(-1, 32)[0]  # the estimate alone
     exact = np.cumsum(units[:BLOCK])[PART - 1 :: PART]
-    assert np.any(np.abs(exact - x) > 1)  # so the rounding term in the bounds is needed
-    lo, hi, _ = _core.sketch_unit_bounds(sketch.prefixes, params.nu, 0)
+    assert np.max(np.abs(exact - x) - x * 2.0**-29) > 10_000
+    lo, hi, _ = _unit_bounds(sketching, sketch.prefixes, params.nu, 0)
     assert np.all(lo[0, 1:] <= exact) and np.all(exact <= hi[0, 1:])
+    assert _same_as_plain(sketching, gains, 0.2 * n, 1, keys=range(8), slack_bits=(0,)) > 0
 
 
-def _same_as_plain(gains: np.ndarray, m: float, b: int, keys, slack_bits, threads=(1, 2), losses=None) -> int:
+def _same_as_plain(backend: str, gains: np.ndarray, m: float, b: int, keys, slack_bits, threads=(1, 2),
+                   losses=None) -> int:
     """Sketched and plain rounding agree; returns how many comparisons were made."""
-    from rad import _core
-
-    solved = _uncapped(gains, m, b, losses)
+    solved = _uncapped(gains, m, b, losses, backend)
     if solved is None:
         return 0
     w, params, sketch = solved
-    p = params.as_tuple()
     made = 0
     for key in keys:
-        want = _core.depround_params(gains, losses, w, p, b, key, 1)
+        want = get_backend(backend).depround_params(gains, losses, w, params, b, key, 1)
         for t in threads:
             for s in slack_bits:
-                got = _core.depround_sketched(gains, losses, w, p, b, key, sketch.prefixes, sketch.tau, t, s)
+                got = _sketched(backend, gains, losses, w, params, b, key, sketch, t, s)
                 np.testing.assert_array_equal(got, want, err_msg=f"key={key} threads={t} slack_bits={s}")
                 made += 1
     return made
 
 
 @pytest.mark.parametrize("kind", ["uniform", "wide", "ties", "spikes", "gaps"])
-def test_sketched_rounding_is_the_plain_rounding(kind: str) -> None:
+def test_sketched_rounding_is_the_plain_rounding(sketching: str, kind: str) -> None:
     rng = np.random.default_rng(11)
     n = 9 * BLOCK + 77
     gains = _pool(kind, n, rng, f32=kind == "uniform")
@@ -125,46 +164,53 @@ def test_sketched_rounding_is_the_plain_rounding(kind: str) -> None:
     # (read whole), dense blocks (never sketched).
     made = 0
     for b in (1, 4, 9, 10, 30):
-        made += _same_as_plain(gains, 0.2 * n, b, keys=range(6), slack_bits=(0, 24, 34, 44))
+        made += _same_as_plain(sketching, gains, 0.2 * n, b, keys=range(6), slack_bits=(0, 24, 34, 44))
     assert made > 0
 
 
-def test_sketched_rounding_matches_the_numpy_definition() -> None:
+def test_sketched_rounding_matches_the_numpy_definition(sketching: str) -> None:
     rng = np.random.default_rng(5)
     n = 4 * BLOCK + 999
     gains = rng.random(n).astype(np.float32)
     for key in range(3):
         want = rad.select(gains, 0.3 * n, 3, rng=key, backend="numpy")
-        got = rad.select(gains, 0.3 * n, 3, rng=key, backend="cpp", threads=2)
+        got = rad.select(gains, 0.3 * n, 3, rng=key, backend=sketching, threads=2)
         np.testing.assert_array_equal(got, want)
 
 
-def test_select_passes_the_sketch_on() -> None:
-    sol = rad.solve(np.random.default_rng(2).random(3 * BLOCK), 1000.0, 2, backend="cpp")
+def test_select_passes_the_sketch_on(sketching: str) -> None:
+    sol = rad.solve(np.random.default_rng(2).random(3 * BLOCK), 1000.0, 2, backend=sketching)
     assert sol.round_sketch is not None and sol.round_sketch.prefixes.shape == (3 * 32,)
     assert rad.solve(np.random.default_rng(2).random(3 * BLOCK), 1000.0, 2, backend="numpy").round_sketch is None
 
 
-def test_given_losses() -> None:
+def test_given_losses(sketching: str) -> None:
     rng = np.random.default_rng(9)
     n = 6 * BLOCK
     gains = rng.random(n)
     losses = rng.random(n) * 0.5
-    assert _same_as_plain(gains, 0.2 * n, 3, keys=range(4), slack_bits=(0, 30), losses=losses) > 0
+    assert _same_as_plain(sketching, gains, 0.2 * n, 3, keys=range(4), slack_bits=(0, 30), losses=losses) > 0
 
 
-def test_a_sketch_for_other_params_is_not_used() -> None:
+def test_a_sketch_for_other_params_is_not_used(sketching: str) -> None:
     """Capped params (or another tau) take the plain path: the same indices regardless."""
-    from rad import _core
-
     rng = np.random.default_rng(4)
     n = 3 * BLOCK
     gains = rng.random(n)
+    w, params, sketch = _uncapped(gains, 0.2 * n, 2, backend=sketching)
+    other = Params("gain", params.nu, gain_cut=params.gain_cut, gain_frac=0.5)
+    be = get_backend(sketching)
+    want = be.depround_params(gains, None, w, other, 1, 3, 1)
+    np.testing.assert_array_equal(be.depround_sketched(gains, None, w, other, 1, 3, sketch, 1), want)
+
+
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="the C++ binding's check")
+def test_a_sketch_of_the_wrong_size_is_refused() -> None:
+    from rad import _core
+
+    n = 3 * BLOCK
+    gains = np.random.default_rng(4).random(n)
     w, params, sketch = _uncapped(gains, 0.2 * n, 2)
-    other = Params("gain", params.nu, gain_cut=params.gain_cut, gain_frac=0.5).as_tuple()
-    want = _core.depround_params(gains, None, w, other, 1, 3, 1)
-    got = _core.depround_sketched(gains, None, w, other, 1, 3, sketch.prefixes, sketch.tau, 1)
-    np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="32 per block"):
         _core.depround_sketched(gains, None, w, params.as_tuple(), 2, 3, sketch.prefixes[:-1], sketch.tau, 1)
 
@@ -183,7 +229,9 @@ def test_sketched_rounding_property(kind, blocks, tail, b, m_frac, f32, seed) ->
     rng = np.random.default_rng(seed)
     n = blocks * BLOCK + tail
     gains = _pool(kind, n, rng, f32)
-    _same_as_plain(gains, m_frac * n, b, keys=(seed % 1000, seed % 1000 + 1), slack_bits=(0, 30, 40), threads=(2,))
+    for backend in SKETCHING:
+        _same_as_plain(backend, gains, m_frac * n, b, keys=(seed % 1000, seed % 1000 + 1), slack_bits=(0, 30, 40),
+                       threads=(2,))
 
 
 def _canonical_merge(ids: np.ndarray, units: np.ndarray, key: int, wanted: int) -> tuple[list[int], int]:
@@ -207,27 +255,23 @@ def _leftover_units(family: str, n: int, rng: np.random.Generator) -> np.ndarray
 
 
 @pytest.mark.parametrize("family", ["random", "halves", "quarters", "near_one", "zeros"])
-def test_merge_spans_on_exact_masses_is_the_canonical_merge(family: str) -> None:
-    from rad import _core
-
+def test_merge_spans_on_exact_masses_is_the_canonical_merge(sketching: str, family: str) -> None:
     rng = np.random.default_rng(21)
     for n in (1, 2, 7, 300):
         units = _leftover_units(family, n, rng)
         ids = np.sort(rng.choice(100 * n, n, replace=False)).astype(np.int64)
         wanted = int(round(units.sum() / ONE))
         for key in range(12):
-            ok, taken, last = _core.merge_spans(ids, units, units, key, wanted)
+            ok, taken, last = _merge_spans(sketching, ids, units, units, key, wanted)
             assert ok
             assert (sorted(taken.tolist()), last) == _canonical_merge(ids, units, key, wanted), (family, n, key)
 
 
 @pytest.mark.parametrize("width", [10, 10**6, 10**10, 10**12])
-def test_a_decided_merge_holds_for_every_mass_within_its_bounds(width: int) -> None:
+def test_a_decided_merge_holds_for_every_mass_within_its_bounds(sketching: str, width: int) -> None:
     """Whenever the merge decides from bounds, the canonical merge of any exact masses
     inside them (both ends, and random points) gives those indices; wider bounds leave
     more undecided, and both outcomes occur."""
-    from rad import _core
-
     rng = np.random.default_rng(width)
     decided = undecided = 0
     for trial in range(60):
@@ -239,7 +283,7 @@ def test_a_decided_merge_holds_for_every_mass_within_its_bounds(width: int) -> N
         lo = np.maximum(units - spread, 0)
         hi = np.minimum(units + spread, ONE - 1)
         key = int(rng.integers(0, 2**63))
-        ok, taken, last = _core.merge_spans(ids, lo, hi, key, wanted)
+        ok, taken, last = _merge_spans(sketching, ids, lo, hi, key, wanted)
         if not ok:
             undecided += 1
             continue

@@ -9,6 +9,7 @@ DepRound decisions).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import llvmlite.binding as _llvm
 import numba as nb
@@ -22,7 +23,7 @@ from numba.extending import intrinsic as _intrinsic
 from rad._backends import numpy_backend as _reference
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK, ONE, finish_in_place, merge_leftovers
-from rad._backends.contract import search_then_sums
+from rad._backends.contract import RoundSketch
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MIX1, MIX2, stream_state
 
@@ -198,16 +199,25 @@ def _lanes_min(acc, buf, k):
             min(acc[4], buf[k + 4]), min(acc[5], buf[k + 5]), min(acc[6], buf[k + 6]), min(acc[7], buf[k + 7]))
 
 
+#: The DepRound sketch's parts per block (``support.hpp``, ``kSketchParts``).
+SKETCH_PARTS = 32
+_SKETCH_SPAN = BLOCK // SKETCH_PARTS
+
+
 @_jit
-def _support_block(g, losses, has_losses, w, tau, lo, hi):
+def _support_block(g, losses, has_losses, w, tau, lo, hi, sketch):
     """One block's canonical totals ``(sum 1/a, sum g/a, count, min a)`` over the support.
 
     Runs of 64 in two steps, because LLVM vectorises neither a division nor a lane's
     running sum written as one loop: the terms of the 64 items as a map into small buffers
     (vectorised), then each lane's eight items added in order from scalars (item
     ``i0 + k + j`` goes to lane ``j``: ``i0 - lo`` is a multiple of 64). At 1e8 float32
-    gains on one thread: 0.27 s written as one loop, 0.13 s so.
+    gains on one thread: 0.27 s written as one loop, 0.13 s so. With a ``sketch`` row of
+    :data:`SKETCH_PARTS` entries (else an empty one) it records the DepRound sketch:
+    the sum of ``1/a`` so far at the end of each part, the block total last; ``-1``s for a
+    short block (``docs/design.md`` §3, "The DepRound sketch").
     """
+    sketching = sketch.shape[0] == SKETCH_PARTS and hi - lo == BLOCK
     lh = np.zeros(8)
     lg = np.zeros(8)
     lm = np.full(8, _INF)
@@ -217,6 +227,8 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi):
     c = 0
     i0 = lo
     while i0 + 64 <= hi:
+        if sketching and i0 > lo and (i0 - lo) % _SKETCH_SPAN == 0:
+            sketch[(i0 - lo) // _SKETCH_SPAN - 1] = lh.sum()  # any order: a bound, not a canonical sum
         _prefetch_run(g, i0, 64)
         if has_losses:
             _prefetch_run(losses, i0, 64)
@@ -244,23 +256,33 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi):
         lg[(i - lo) % 8] += gr
         lm[(i - lo) % 8] = min(lm[(i - lo) % 8], a)
         c += sel
-    return (((lh[0] + lh[1]) + (lh[2] + lh[3])) + ((lh[4] + lh[5]) + (lh[6] + lh[7])),
-            ((lg[0] + lg[1]) + (lg[2] + lg[3])) + ((lg[4] + lg[5]) + (lg[6] + lg[7])), c, lm.min())
+    h_total = ((lh[0] + lh[1]) + (lh[2] + lh[3])) + ((lh[4] + lh[5]) + (lh[6] + lh[7]))
+    if sketch.shape[0] == SKETCH_PARTS:
+        if sketching:
+            sketch[SKETCH_PARTS - 1] = h_total
+        else:
+            sketch[:] = -1.0
+    return h_total, ((lg[0] + lg[1]) + (lg[2] + lg[3])) + ((lg[4] + lg[5]) + (lg[6] + lg[7])), c, lm.min()
 
 
 @_pjit
-def _support_sums(g, losses, has_losses, w, tau):
-    """Canonical per-block totals: see rad._backends.canonical.block_totals."""
+def _support_sums(g, losses, has_losses, w, tau, sketch):
+    """Canonical per-block totals: see rad._backends.canonical.block_totals.
+
+    ``sketch`` is ``(blocks, SKETCH_PARTS)`` to record the DepRound sketch, else ``(0, 0)``.
+    """
     n = g.shape[0]
     nblk = (n + BLOCK - 1) // BLOCK
     tot_h = np.zeros(nblk)
     tot_g = np.zeros(nblk)
     counts = np.zeros(nblk, np.int64)
     mins = np.full(nblk, _INF)
+    none = np.empty(0)
     for blk in nb.prange(nblk):
         lo = blk * BLOCK
+        row = sketch[blk] if sketch.shape[0] == nblk else none
         tot_h[blk], tot_g[blk], counts[blk], mins[blk] = _support_block(g, losses, has_losses, w, tau, lo,
-                                                                        min(n, lo + BLOCK))
+                                                                        min(n, lo + BLOCK), row)
     rh = 0.0
     rg = 0.0
     for blk in range(nblk):
@@ -492,12 +514,16 @@ def _strictly_increasing(x):
     return bad == 0
 
 
-def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.ndarray:
+def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched: Any = None) -> np.ndarray:
     """Blocks rounded in parallel groups (scratch: a few blocks per thread), then the merge.
 
     The taken indices go straight into the one array of ``b`` that is returned (each
     group's blocks placed in parallel), which is then finished where it lies
-    (:func:`~rad._backends.canonical.finish_in_place`).
+    (:func:`~rad._backends.canonical.finish_in_place`). With ``sketched``
+    (:class:`rad._backends.numba_sketch.Sketched`) a group whose blocks the sketch all
+    decided is not rounded (such a block takes nothing, and leaves its pick), and the
+    merge runs from the bounds; where those leave it undecided, the skipped groups are
+    rounded after all and the merge runs on exact masses.
     """
     nblk = -(-n // BLOCK)
     group = 64  # blocks per parallel call: 16 MiB of int32 scratch, few Python round trips
@@ -507,17 +533,35 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int) -> np.nd
     pos = 0
     buf = np.empty((group, BLOCK), np.int32)
     counts = np.zeros(group, np.int64)
-    for first in range(0, nblk, group):
-        last = min(nblk, first + group)
+    decided = sketched.decided if sketched is not None else np.zeros(nblk, np.bool_)
+
+    def round_exactly(first: int, last: int) -> None:
         states = np.array([stream_state(key, blk) for blk in range(first, last)], dtype=np.uint64)
         round_group(first, last, states, buf, counts, left_idx, left_mass)
+        decided[first:last] = False
+
+    for first in range(0, nblk, group):
+        last = min(nblk, first + group)
+        if decided[first:last].all():
+            continue
+        round_exactly(first, last)
         starts = pos + np.concatenate(([0], np.cumsum(counts[: last - first])))
         if starts[-1] > b:
             raise RuntimeError(f"internal error: DepRound took more than {b} indices")
         _place_blocks(buf, counts, first, last - first, starts, out)
         pos = int(starts[-1])
-    keep = left_mass > 0
-    merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key, b - pos)
+    from_bounds = sketched.merge(left_idx, left_mass, b - pos) if sketched is not None else None
+    if from_bounds is not None:
+        merged, li = from_bounds
+    else:
+        for first in range(0, nblk, group):
+            last = min(nblk, first + group)
+            if decided[first:last].any():  # blocks under one unit of mass: no index taken
+                round_exactly(first, last)
+                if counts[: last - first].any():
+                    raise RuntimeError("internal error: a sketched block took an index")
+        keep = left_mass > 0
+        merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key, b - pos)
     if pos + len(merged) > b:
         raise RuntimeError(f"internal error: DepRound produced {pos + len(merged)} indices for a budget of {b}")
     out[pos : pos + len(merged)] = merged
@@ -589,8 +633,11 @@ def theorem1_scan(gains, losses, w, perm, m, threads):
 def support_sums(gains, losses, w, tau, threads):
     _use_threads(threads)
     lv, has = _losses_arg(losses)
-    h, g, c, mn = _support_sums(gains, lv, has, float(w), float(tau))
+    h, g, c, mn = _support_sums(gains, lv, has, float(w), float(tau), _NO_SKETCH)
     return float(h), float(g), int(c), float(mn)
+
+
+_NO_SKETCH = np.empty((0, 0))
 
 
 #: Per-block sums (rad.dask's chunks) use the reference: they are small next to a chunk.
@@ -638,8 +685,16 @@ def depround_q(q, b, key, threads):
 
 
 def depround_sketched(gains, losses, w, params: Params, b, key, sketch, threads):
-    """:func:`depround_params` (this backend has no sketched rounding; the sketch is unused)."""
-    return depround_params(gains, losses, w, params, b, key, threads)
+    """:func:`depround_params`, the same indices, from the sketch where it applies.
+
+    See :mod:`rad._backends.numba_sketch`.
+    """
+    from rad._backends import numba_sketch
+
+    if sketch is None or not numba_sketch.applies(gains.shape[0], params, sketch):
+        return depround_params(gains, losses, w, params, b, key, threads)
+    _use_threads(threads)
+    return numba_sketch.depround(gains, losses, w, params, int(b), int(key), sketch, threads)
 
 
 def depround_params(gains, losses, w, params: Params, b, key, threads):
@@ -997,8 +1052,16 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
 
 
 def threshold_support(gains, losses, w, m, b, threads):
-    """:func:`threshold_search`, then :func:`support_sums` (the contract's definition)."""
-    return search_then_sums(sys.modules[__name__], gains, losses, w, m, b, threads)
+    """:func:`threshold_search`, then :func:`support_sums` recording the DepRound sketch."""
+    status, tau, kstar, g_total = threshold_search(gains, losses, w, m, threads)
+    if not (status == 0 and tau > 0 and b <= kstar):
+        return int(status), float(tau), int(kstar), float(g_total), None, None
+    _use_threads(threads)
+    lv, has = _losses_arg(losses)
+    sketch = np.empty((-(-gains.shape[0] // BLOCK), SKETCH_PARTS))
+    h, g, c, mn = _support_sums(gains, lv, has, float(w), float(tau), sketch)
+    return (int(status), float(tau), int(kstar), float(g_total), (float(h), float(g), int(c), float(mn)),
+            RoundSketch(float(tau), sketch.reshape(-1)))
 
 
 def threshold_search(gains, losses, w, m, threads):

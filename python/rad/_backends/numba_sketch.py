@@ -1,0 +1,291 @@
+"""The Numba backend's DepRound from the support pass's sketch (``docs/design.md`` §3, "The DepRound sketch").
+
+The algorithm of ``cpp/include/rad/sketch.hpp``, compiled: a block of the uncapped path
+(``q = nu / a`` on ``g >= tau``) with less than one unit of mass is rounded from bounds
+on its exact units prefixes, reading only the 2,048-point part its pick lies in; the
+leftovers are merged with their masses as intervals. A block the bounds cannot decide is
+rounded exactly (with its group of blocks), and a merge they cannot decide is redone on
+exact masses: the indices are always those of :func:`rad._backends.numba_backend.depround_params`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from rad._backends.canonical import BLOCK, ONE
+from rad._backends.contract import RoundSketch
+from rad._backends.numba_backend import (
+    SKETCH_PARTS,
+    _depround_core,
+    _jit,
+    _loss,
+    _losses_arg,
+    _pjit,
+    _probability,
+    _round_blocks_params,
+    _splitmix,
+    _uniform,
+    _units,
+)
+from rad._backends.params import Params
+from rad._backends.rng import MERGE_STREAM, stream_state
+
+__all__ = ["applies", "depround"]
+
+_SPAN = BLOCK // SKETCH_PARTS
+_SCALE = float(ONE)
+_CAP = 2.0**62
+
+
+def applies(n: int, params: Params, sketch: RoundSketch) -> bool:
+    """Whether ``sketch`` serves these params: the uncapped path's, at its ``tau``."""
+    return (params.fill == "gain" and params.gain_frac == 1.0 and params.gain_cut == sketch.tau
+            and sketch.tau > 0 and params.nu > 0 and -(-n // BLOCK) <= BLOCK
+            and sketch.prefixes.shape == (-(-n // BLOCK) * SKETCH_PARTS,))
+
+
+@_jit
+def _bounds(row, nu, slack_bits, ul, uh):
+    """``sketch_bounds`` of sketch.hpp: bounds of the exact units prefixes U(0..32) of a block.
+
+    False when the row is unusable (a short block's -1s, or a sum too large).
+    """
+    widen = 2.0**slack_bits
+    rel = 2.0**-29 * widen
+    scale = nu * _SCALE
+    ul[0] = 0
+    uh[0] = 0
+    for k in range(1, SKETCH_PARTS + 1):
+        p = row[k - 1]
+        if not (p >= 0.0) or not (p <= _CAP):
+            return False
+        x = scale * p
+        slack = (0.51 * (k * _SPAN) + 2.0) * widen
+        lo = x - x * rel - slack
+        hi = x + x * rel + slack
+        if not (hi < _CAP):
+            return False
+        ul[k] = np.int64(np.floor(lo)) if lo > 0 else 0
+        uh[k] = np.int64(np.ceil(hi))
+    for k in range(1, SKETCH_PARTS + 1):
+        ul[k] = max(ul[k], ul[k - 1])
+    for k in range(SKETCH_PARTS - 1, -1, -1):
+        uh[k] = min(uh[k], uh[k + 1])
+    return True
+
+
+@_pjit
+def _round_sketched(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, sketch, slack_bits, key, decided,
+                    pick, mlo, mhi):
+    """``round_sketched_block`` of sketch.hpp for every whole block.
+
+    ``decided`` marks the blocks the bounds decide; ``pick``, ``mlo`` and ``mhi`` get their
+    pick and the bounds of their mass.
+    """
+    n = g.shape[0]
+    for blk in nb.prange(sketch.shape[0]):
+        decided[blk] = False
+        lo = blk * BLOCK
+        if n - lo < BLOCK:
+            continue
+        ul = np.empty(SKETCH_PARTS + 1, np.int64)
+        uh = np.empty(SKETCH_PARTS + 1, np.int64)
+        if not _bounds(sketch[blk], nu, slack_bits, ul, uh):
+            continue
+        t_lo = ul[SKETCH_PARTS]
+        t_hi = uh[SKETCH_PARTS]
+        if not t_hi < ONE:  # a crossing or a certain item may be there
+            continue
+        if t_hi == 0:  # no mass: no draw, no leftover
+            decided[blk] = True
+            pick[blk] = -1
+            mlo[blk] = 0
+            mhi[blk] = 0
+            continue
+        if t_lo == 0:
+            continue
+        state = _splitmix(key ^ _splitmix(np.uint64(blk)))
+        x_lo = np.int64(_uniform(state, np.uint64(0)) * _SCALE)
+        x_hi = x_lo
+        if not t_lo > x_lo:  # the first target misses: a second aims at floor(u2 T)
+            if t_hi > x_lo:
+                continue
+            u = _uniform(state, np.uint64(1))
+            x_lo = np.int64(u * np.float64(t_lo))
+            x_hi = np.int64(u * np.float64(t_hi))
+        k1 = 0
+        while k1 < SKETCH_PARTS - 1 and not uh[k1 + 1] > x_lo:
+            k1 += 1
+        k2 = SKETCH_PARTS - 1
+        while k2 > k1 and not ul[k2] <= x_hi:
+            k2 -= 1
+        first = k1 * _SPAN
+        count = (k2 + 1 - k1) * _SPAN
+        c = np.empty(count, np.int64)
+        run = np.int64(0)
+        for j in range(count):
+            i = np.uint64(lo + first + j)
+            gi = np.float64(g[i])
+            run += _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf))
+            c[j] = run
+        ia = np.searchsorted(c, x_lo - uh[k1], side="right")
+        ib = np.searchsorted(c, x_hi - ul[k1], side="right")
+        if ia != ib or ia >= count:
+            continue
+        decided[blk] = True
+        pick[blk] = lo + first + ia
+        mlo[blk] = t_lo
+        mhi[blk] = t_hi
+
+
+@_jit
+def _first(c, s, e, x, strict):
+    """First i in [s, e) with c[i] > x (strict) or >= x; e if none."""
+    if strict:
+        return s + np.searchsorted(c[s:e], x, side="right")
+    return s + np.searchsorted(c[s:e], x, side="left")
+
+
+@_jit
+def _search(cl, ch, s, e, x_lo, x_hi, strict):
+    """The first i with cum_i > x (or >= x) for every x in [x_lo, x_hi], or -2 if it varies."""
+    i = _first(ch, s, e, x_lo, strict)
+    return i if i == _first(cl, s, e, x_hi, strict) else -2
+
+
+@_jit
+def _resolve(cl, ch, s, e, base, m_lo, m_hi, carry, state, counter):
+    """``resolve`` of merge_spans (sketch.hpp); ``-2`` as the pick when undecided."""
+    if s >= e:
+        return carry, counter
+    before_lo = cl[s - 1] if s > 0 else np.int64(0)
+    before_hi = ch[s - 1] if s > 0 else np.int64(0)
+    if ch[e - 1] - before_hi == 0:  # no mass in the run
+        return carry, counter
+    if cl[e - 1] - before_lo == 0:
+        return -2, counter
+    t = base + np.int64(_uniform(state, counter) * _SCALE)
+    counter += np.uint64(1)
+    if m_lo > t:
+        return carry, counter
+    if m_hi > t:
+        return -2, counter
+    i = _search(cl, ch, s, e, t, t, True)
+    if i == -2 or i < e:
+        return i, counter
+    tot_lo = cl[e - 1] - base
+    tot_hi = ch[e - 1] - base
+    if tot_hi <= 0:
+        return carry, counter
+    if tot_lo <= 0:
+        return -2, counter
+    u = _uniform(state, counter)
+    counter += np.uint64(1)
+    t_lo = base + np.int64(u * np.float64(tot_lo))
+    t_hi = base + np.int64(u * np.float64(tot_hi))
+    if m_lo > t_hi:
+        return carry, counter
+    if m_hi > t_lo:
+        return -2, counter
+    i = _search(cl, ch, s, e, t_lo, t_hi, True)
+    return i if i < e else -2, counter
+
+
+@_jit
+def _merge_spans(ids, lo, hi, state, wanted, out):
+    """``merge_spans`` of sketch.hpp: ``(decided, picks written to out, last pick)``."""
+    n = ids.shape[0]
+    cl = np.cumsum(lo)
+    ch = np.cumsum(hi)
+    counter = np.uint64(0)
+    base = np.int64(0)
+    m_lo = np.int64(0)
+    m_hi = np.int64(0)
+    start = 0
+    carry = -1
+    cnt = 0
+    for _ in range(max(0, wanted - 1)):
+        j = _search(cl, ch, start, n, base + ONE, base + ONE, False)
+        if j == -2:
+            return False, cnt, -1
+        if j >= n:
+            break
+        pick, counter = _resolve(cl, ch, start, j, base, m_lo, m_hi, carry, state, counter)
+        if pick == -2:
+            return False, cnt, -1
+        if pick < 0:
+            out[cnt] = ids[j]
+            carry = -1
+        else:
+            u = _uniform(state, counter)
+            counter += np.uint64(1)
+            # survivor_taken: u (alpha + beta) < beta, alpha + beta = 2 ONE - (cum_j - base)
+            sum_lo = np.float64(2 * ONE - (ch[j] - base))
+            sum_hi = np.float64(2 * ONE - (cl[j] - base))
+            beta_lo = np.float64(ONE - hi[j])
+            beta_hi = np.float64(ONE - lo[j])
+            if u * sum_hi < beta_lo:
+                out[cnt] = ids[pick]
+                carry = j
+            elif u * sum_lo >= beta_hi:
+                out[cnt] = ids[j]
+                carry = pick
+            else:
+                return False, cnt, -1
+        cnt += 1
+        base += ONE
+        m_lo = cl[j]
+        m_hi = ch[j]
+        start = j + 1
+    pick, counter = _resolve(cl, ch, start, n, base, m_lo, m_hi, carry, state, counter)
+    if pick == -2:
+        return False, cnt, -1
+    return True, cnt, ids[pick] if pick >= 0 else -1
+
+
+@dataclass
+class Sketched:
+    """The blocks the sketch decided, for :func:`rad._backends.numba_backend._depround_core`."""
+
+    decided: np.ndarray
+    pick: np.ndarray
+    mass_lo: np.ndarray
+    mass_hi: np.ndarray
+    key: int
+
+    def merge(self, left_idx: np.ndarray, left_mass: np.ndarray, wanted: int) -> tuple[np.ndarray, int] | None:
+        """The merge over every block (decided ones from their bounds), or None if undecided."""
+        exact = np.rint(left_mass * float(ONE)).astype(np.int64)  # exact: multiples of 2^-46 below 1
+        ids = np.where(self.decided, self.pick, left_idx)
+        lo = np.where(self.decided, self.mass_lo, exact)
+        hi = np.where(self.decided, self.mass_hi, exact)
+        out = np.empty(max(0, wanted), np.int64)
+        ok, cnt, last = _merge_spans(ids, lo, hi, np.uint64(stream_state(self.key, MERGE_STREAM)), wanted, out)
+        return (out[:cnt], int(last)) if ok else None
+
+
+def depround(gains: np.ndarray, losses: np.ndarray | None, w: float, params: Params, b: int, key: int,
+             sketch: RoundSketch, threads: int, slack_bits: int = 0) -> np.ndarray:
+    """DepRound of the uncapped ``params`` with ``sketch`` (:func:`applies`).
+
+    ``slack_bits`` widens the bounds (a test hook: 0 in use).
+    """
+    lv, has = _losses_arg(losses)
+    fill, nu, gc, gf, lc, lf = params.as_tuple()
+    rows = sketch.prefixes.reshape(-1, SKETCH_PARTS)
+    nblk = rows.shape[0]
+    decided = np.zeros(nblk, np.bool_)
+    pick = np.full(nblk, -1, np.int64)
+    mlo = np.zeros(nblk, np.int64)
+    mhi = np.zeros(nblk, np.int64)
+    _round_sketched(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, rows, int(slack_bits), np.uint64(key),
+                    decided, pick, mlo, mhi)
+
+    def round_group(first, last, states, buf, counts, left_idx, left_mass):
+        _round_blocks_params(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, first, last, states, buf,
+                             counts, left_idx, left_mass)
+
+    return _depround_core(round_group, gains.shape[0], b, key, threads, Sketched(decided, pick, mlo, mhi, key))
