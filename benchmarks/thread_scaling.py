@@ -142,7 +142,13 @@ def main() -> int:
             size_row["stages_cpp_threads"] = tmax
             size_row["stage_threshold"] = median_time(lambda: cpp.threshold_search(g, None, sol.w, m, tmax), reps)
             size_row["stage_support_sums"] = median_time(lambda: cpp.support_sums(g, None, sol.w, st[1], tmax), reps)
+            # What select runs: the search sharing its read with the support sums (and
+            # recording the DepRound sketch), then DepRound from the sketch.
+            size_row["stage_search_with_sums"] = median_time(
+                lambda: cpp.threshold_support(g, None, sol.w, m, b, tmax), reps)
             size_row["stage_depround"] = median_time(
+                lambda: cpp.depround_sketched(g, None, sol.w, sol.params, b, 1, sol.round_sketch, tmax), reps)
+            size_row["stage_depround_without_sketch"] = median_time(
                 lambda: cpp.depround_params(g, None, sol.w, sol.params, b, 1, tmax), reps)
         if os.path.exists("/proc/self/clear_refs"):
             for be in backends:

@@ -21,13 +21,14 @@ import rad
 from conftest import BACKENDS
 from rad._backends import get_backend
 from rad._backends.canonical import BLOCK, ONE, quantize
+from rad._backends.contract import SKETCH_PARTS
 from rad._backends.params import Params, probabilities_from_params
 from rad._backends.rng import MERGE_STREAM, stream_state
 
 SKETCHING = [name for name in ("cpp", "numba") if name in BACKENDS]
 pytestmark = pytest.mark.skipif(not SKETCHING, reason="the sketched rounding is the C++ and Numba backends'")
 
-PART = BLOCK // 32
+PART = BLOCK // SKETCH_PARTS
 
 
 @pytest.fixture(params=SKETCHING)
@@ -67,9 +68,9 @@ def _unit_bounds(backend: str, prefixes: np.ndarray, nu: float, slack_bits: int)
         return _core.sketch_unit_bounds(prefixes, nu, slack_bits)
     from rad._backends import numba_sketch
 
-    rows = prefixes.reshape(-1, 32)
-    lo = np.zeros((rows.shape[0], 33), np.int64)
-    hi = np.zeros((rows.shape[0], 33), np.int64)
+    rows = prefixes.reshape(-1, SKETCH_PARTS)
+    lo = np.zeros((rows.shape[0], SKETCH_PARTS + 1), np.int64)
+    hi = np.zeros((rows.shape[0], SKETCH_PARTS + 1), np.int64)
     usable = np.array([numba_sketch._bounds(r, nu, slack_bits, lo[k], hi[k]) for k, r in enumerate(rows)])
     return lo, hi, usable
 
@@ -115,7 +116,7 @@ def test_bounds_contain_the_exact_units_prefixes(sketching: str, kind: str, f32:
     assert usable[:-1].all() and not usable[-1]  # every whole block; not the short last one
     for blk in range(n // BLOCK):
         u = units[blk * BLOCK : (blk + 1) * BLOCK]
-        exact = np.concatenate(([0], np.cumsum(u)[PART - 1 :: PART]))  # U(0..32)
+        exact = np.concatenate(([0], np.cumsum(u)[PART - 1 :: PART]))  # U(0..SKETCH_PARTS)
         assert np.all(lo[blk] <= exact) and np.all(exact <= hi[blk]), (kind, blk)
         # Bounds that decide: far narrower than one pick's units (here ~2^46 / n * b).
         assert hi[blk, -1] - lo[blk, -1] < 2**20
@@ -129,7 +130,7 @@ def test_bounds_need_their_rounding_term(sketching: str) -> None:
     gains = np.full(n, 0.7)
     w, params, sketch = _uncapped(gains, 0.2 * n, 1, backend=sketching)
     units = quantize(probabilities_from_params(gains, None, w, params))
-    x = params.nu * float(ONE) * sketch.prefixes.reshape(-1, 32)[0]  # the estimate alone
+    x = params.nu * float(ONE) * sketch.prefixes.reshape(-1, SKETCH_PARTS)[0]  # the estimate alone
     exact = np.cumsum(units[:BLOCK])[PART - 1 :: PART]
     assert np.max(np.abs(exact - x) - x * 2.0**-29) > 10_000
     lo, hi, _ = _unit_bounds(sketching, sketch.prefixes, params.nu, 0)
@@ -180,7 +181,7 @@ def test_sketched_rounding_matches_the_numpy_definition(sketching: str) -> None:
 
 def test_select_passes_the_sketch_on(sketching: str) -> None:
     sol = rad.solve(np.random.default_rng(2).random(3 * BLOCK), 1000.0, 2, backend=sketching)
-    assert sol.round_sketch is not None and sol.round_sketch.prefixes.shape == (3 * 32,)
+    assert sol.round_sketch is not None and sol.round_sketch.prefixes.shape == (3 * SKETCH_PARTS,)
     assert rad.solve(np.random.default_rng(2).random(3 * BLOCK), 1000.0, 2, backend="numpy").round_sketch is None
 
 
@@ -211,7 +212,7 @@ def test_a_sketch_of_the_wrong_size_is_refused() -> None:
     n = 3 * BLOCK
     gains = np.random.default_rng(4).random(n)
     w, params, sketch = _uncapped(gains, 0.2 * n, 2)
-    with pytest.raises(ValueError, match="32 per block"):
+    with pytest.raises(ValueError, match=f"{SKETCH_PARTS} per block"):
         _core.depround_sketched(gains, None, w, params.as_tuple(), 2, 3, sketch.prefixes[:-1], sketch.tau, 1)
 
 

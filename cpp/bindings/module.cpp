@@ -431,7 +431,7 @@ void bind_for(py::module_& m) {
         check_budget(b, n);
         require(sketch.size() == rad::num_blocks(n) * rad::kSketchParts,
                 "the sketch has " + std::to_string(sketch.size()) + " entries, not " +
-                    std::to_string(rad::num_blocks(n) * rad::kSketchParts) + " (32 per block of the gains)");
+                    std::to_string(rad::num_blocks(n) * rad::kSketchParts) + " (" + std::to_string(rad::kSketchParts) + " per block of the gains)");
         require(slack_bits >= 0 && slack_bits <= 60, "slack_bits must be in [0, 60]");
         const bool fits = !P.fill_loss && P.gain_frac == 1.0 && P.gain_cut == tau && tau > 0;
         const double* sp = sketch.data();
@@ -463,9 +463,9 @@ PYBIND11_MODULE(_core, m) {
         return to_array(std::move(out));
     }, py::arg("q").noconvert(), py::arg("b"), py::arg("key"), py::arg("threads"));
     // Test hook: the bounds sketch.hpp derives from each block's sketch row (units prefixes
-    // U(0..32)), and whether the row is usable; the tests check exact prefixes against them.
+    // U(0..kSketchParts)), and whether the row is usable; the tests check exact prefixes against them.
     m.def("sketch_unit_bounds", [](Arr<double> sketch, double nu, int slack_bits) {
-        require(sketch.size() % rad::kSketchParts == 0, "the sketch must have 32 entries per block");
+        require(sketch.size() % rad::kSketchParts == 0, "the sketch must have SKETCH_PARTS entries per block");
         require(slack_bits >= 0 && slack_bits <= 60, "slack_bits must be in [0, 60]");
         const std::int64_t nb = sketch.size() / rad::kSketchParts;
         constexpr std::int64_t kw = rad::kSketchParts + 1;
@@ -522,5 +522,6 @@ PYBIND11_MODULE(_core, m) {
         return std::make_tuple(r.value, r.slope, r.fill_loss, r.cut, r.resid, r.group_total);
     });
     m.attr("BLOCK") = rad::kBlock;
+    m.attr("SKETCH_PARTS") = rad::kSketchParts;
     m.attr("has_openmp") = rad::has_openmp();
 }

@@ -11,6 +11,7 @@ _I64 = NDArray[np.int64]
 _Params = tuple[int, float, float, float, float, float]
 
 BLOCK: int
+SKETCH_PARTS: int
 has_openmp: bool
 
 def first_invalid(x: _Float, threads: int) -> int: ...

@@ -4,9 +4,9 @@
 // With b much smaller than the number of blocks, most blocks hold less than one unit of
 // mass: such a block has no crossing, and its rounding is one pick by inverse CDF (one or
 // two uniforms) and a leftover of its whole mass. The support pass records each block's
-// approximate prefix sums of 1/a at 32 points (the sketch); with the uncapped path's
+// approximate prefix sums of 1/a at 128 points (the sketch); with the uncapped path's
 // q = nu / a they bound every exact units prefix U(k) from both sides. A block whose
-// bounds decide every comparison the canonical rounding makes reads one part of 2,048
+// bounds decide every comparison the canonical rounding makes reads one part of 512
 // points (the one the pick lies in) instead of 65,536; the leftovers are then merged with
 // their masses as intervals. Any comparison the bounds cannot decide (a chance of about
 // 1e-4 per block for the pick, far less for the merge) is made on exact units instead: that
@@ -30,8 +30,8 @@ struct Span {
 // Bounds of the exact units prefixes U(k) = sum of units(q_i) over a block's first k parts
 // (k = 0..kSketchParts) from its sketch row. Item i contributes units(fl(nu / a_i)), within
 // 0.5 + 2^-8 of 2^46 fl(nu / a_i) = 2^46 nu (1/a_i)(1 + d), |d| <= 2^-53; the row holds
-// float sums of fl(1/a_i) with relative error below 8200 * 2^-53 (a lane adds 256 terms a
-// part). The slack used, 2^-29 relative and 0.51 units a point plus 2, covers both with
+// float sums of fl(1/a_i) with relative error below 8200 * 2^-53 (a lane adds at most 8,192
+// positive terms a block, then the eight lanes are added). The slack used, 2^-29 relative and 0.51 units a point plus 2, covers both with
 // room; `slack_bits` widens it further (tests use it to make the bounds undecided). A
 // capped item (a_i <= nu: units = kOne) breaks the lower bound only, in a block whose upper
 // bound then reaches kOne, which is never sketched. False when the row is unusable.

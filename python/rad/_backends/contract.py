@@ -24,7 +24,8 @@ from numpy.typing import NDArray
 from rad._backends.params import Params
 
 __all__ = [
-    "CappedArrays", "FloatArray", "IndexArray", "Kernels", "RoundSketch", "missing_kernels", "search_then_sums",
+    "SKETCH_PARTS", "CappedArrays", "FloatArray", "IndexArray", "Kernels", "RoundSketch", "missing_kernels",
+    "search_then_sums",
 ]
 
 #: float32/float64 arrays (gains) and float64 ones (losses, q): the kernels take both.
@@ -32,12 +33,17 @@ FloatArray = NDArray[np.floating[Any]]
 IndexArray = NDArray[np.int64]
 
 
+#: Parts per block of the DepRound sketch (the C++ core's ``kSketchParts``, checked on import).
+SKETCH_PARTS = 128
+
+
 @dataclass(frozen=True)
 class RoundSketch:
     """What a support pass recorded for DepRound (``docs/design.md`` §3, "The DepRound sketch").
 
-    Per block of the gains, 32 approximate prefix sums of ``1/a`` over ``g >= tau`` (one at
-    the end of each 2,048 points; ``-1`` for a short last block). A backend's
+    Per block of the gains, :data:`SKETCH_PARTS` approximate prefix sums of ``1/a`` over
+    ``g >= tau`` (one at the end of each part of 512 points; ``-1`` for a short last
+    block). A backend's
     :meth:`Kernels.depround_sketched` bounds each block's exact DepRound units by them and
     reads only the part of the block its pick lies in; it is only ever a shortcut to the
     same indices.

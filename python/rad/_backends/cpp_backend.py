@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from rad import _core
 from rad._backends import numpy_backend as _reference
 from rad._backends.canonical import BLOCK
-from rad._backends.contract import CappedArrays, FloatArray, IndexArray, RoundSketch
+from rad._backends.contract import SKETCH_PARTS, CappedArrays, FloatArray, IndexArray, RoundSketch
 from rad._backends.params import Params
 
 __all__ = ["SORTFREE", "has_openmp", "name"]
@@ -23,8 +23,9 @@ name = "cpp"
 has_openmp: bool = bool(_core.has_openmp)
 SORTFREE = True
 
-if _core.BLOCK != BLOCK:  # pragma: no cover - a build from mismatched sources
-    raise ImportError(f"rad._core was built with BLOCK = {_core.BLOCK}, the package expects {BLOCK}")
+if _core.BLOCK != BLOCK or _core.SKETCH_PARTS != SKETCH_PARTS:  # pragma: no cover - mismatched sources
+    raise ImportError(f"rad._core was built with BLOCK = {_core.BLOCK}, SKETCH_PARTS = {_core.SKETCH_PARTS}; "
+                      f"the package expects {BLOCK} and {SKETCH_PARTS}")
 
 
 def _losses_arg(losses: FloatArray | None) -> NDArray[np.float64] | None:

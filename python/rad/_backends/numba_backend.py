@@ -23,7 +23,7 @@ from numba.extending import intrinsic as _intrinsic
 from rad._backends import numpy_backend as _reference
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK, ONE, finish_in_place, merge_leftovers
-from rad._backends.contract import RoundSketch
+from rad._backends.contract import SKETCH_PARTS, RoundSketch
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MIX1, MIX2, stream_state
 
@@ -199,8 +199,6 @@ def _lanes_min(acc, buf, k):
             min(acc[4], buf[k + 4]), min(acc[5], buf[k + 5]), min(acc[6], buf[k + 6]), min(acc[7], buf[k + 7]))
 
 
-#: The DepRound sketch's parts per block (``support.hpp``, ``kSketchParts``).
-SKETCH_PARTS = 32
 _SKETCH_SPAN = BLOCK // SKETCH_PARTS
 
 

@@ -2,7 +2,7 @@
 
 The algorithm of ``cpp/include/rad/sketch.hpp``, compiled: a block of the uncapped path
 (``q = nu / a`` on ``g >= tau``) with less than one unit of mass is rounded from bounds
-on its exact units prefixes, reading only the 2,048-point part its pick lies in; the
+on its exact units prefixes, reading only the 512-point part its pick lies in; the
 leftovers are merged with their masses as intervals. A block the bounds cannot decide is
 rounded exactly (with its group of blocks), and a merge they cannot decide is redone on
 exact masses: the indices are always those of :func:`rad._backends.numba_backend.depround_params`.
@@ -16,9 +16,8 @@ import numba as nb
 import numpy as np
 
 from rad._backends.canonical import BLOCK, ONE
-from rad._backends.contract import RoundSketch
+from rad._backends.contract import SKETCH_PARTS, RoundSketch
 from rad._backends.numba_backend import (
-    SKETCH_PARTS,
     _depround_core,
     _jit,
     _loss,
@@ -49,7 +48,7 @@ def applies(n: int, params: Params, sketch: RoundSketch) -> bool:
 
 @_jit
 def _bounds(row, nu, slack_bits, ul, uh):
-    """``sketch_bounds`` of sketch.hpp: bounds of the exact units prefixes U(0..32) of a block.
+    """``sketch_bounds`` of sketch.hpp: bounds of the exact units prefixes U(0..SKETCH_PARTS) of a block.
 
     False when the row is unusable (a short block's -1s, or a sum too large).
     """
