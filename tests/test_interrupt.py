@@ -85,3 +85,53 @@ def test_ctrl_c_ends_the_capped_path_sort() -> None:
     assert out[0] == "interrupted", out
     reaction, full = float(out[1]), float(out[2])
     assert reaction < 0.5 * full, (reaction, full)
+
+
+CONCURRENT_CHILD = r"""
+import collections, os, signal, threading, time
+import numpy as np
+import rad
+from rad import _core
+
+g = np.random.default_rng(0).random(20 << 16)
+want = {k: rad.select(g, 0.2 * g.size, 5, rng=k, backend="cpp", threads=1) for k in range(4)}
+big = np.random.default_rng(1).random(1 << 22)
+stop, wrong, errors, calls = False, 0, collections.Counter(), 0
+
+
+def other_caller():
+    global wrong, calls
+    while not stop:
+        k = calls % 4
+        try:
+            wrong += not np.array_equal(rad.select(g, 0.2 * g.size, 5, rng=k, backend="cpp", threads=1), want[k])
+        except Exception as e:
+            errors[type(e).__name__] += 1
+        calls += 1
+
+
+t = threading.Thread(target=other_caller)
+t.start()
+interrupts = 0
+for _ in range(12):
+    threading.Timer(0.03, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    try:
+        _core.argsort(big, True, 1)
+    except KeyboardInterrupt:
+        interrupts += 1
+    time.sleep(0.05)
+stop = True
+t.join()
+print(interrupts, calls, wrong, sum(errors.values()), dict(errors))
+"""
+
+
+@needs_cpp
+def test_ctrl_c_leaves_a_concurrent_call_alone() -> None:
+    """Ctrl-C cancels the long call it interrupts; another thread's calls, which see the
+    same cancellation flag, run again rather than return or raise a cancelled run's result
+    (they raised 'DepRound produced k indices' before)."""
+    out = subprocess.run([sys.executable, "-c", CONCURRENT_CHILD], capture_output=True, text=True, timeout=300)
+    interrupts, calls, wrong, errors = (int(x) for x in out.stdout.split()[:4])
+    assert interrupts > 0 and calls > 0, out.stdout + out.stderr
+    assert (wrong, errors) == (0, 0), out.stdout

@@ -165,7 +165,7 @@ auto interruptible(std::int64_t n, F&& f) -> decltype(f()) {
     Worker& w = Worker::get();
     if (n < (std::int64_t{1} << 22) || !w.try_claim()) {
         // Inline; if another call's cancellation overlapped this run (the flag is global),
-        // run again once it is lowered: a result is never a cancelled one.
+        // run again once it is lowered: a result (or an error) is never a cancelled run's.
         py::gil_scoped_release nogil;
         for (;;) {
             const std::uint64_t e0 = rad::cancel_epoch().load();
@@ -173,8 +173,12 @@ auto interruptible(std::int64_t n, F&& f) -> decltype(f()) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
                 continue;
             }
-            R r = f();
-            if (!rad::cancelled() && rad::cancel_epoch().load() == e0) return r;
+            try {
+                R r = f();
+                if (!rad::cancelled() && rad::cancel_epoch().load() == e0) return r;
+            } catch (...) {
+                if (!rad::cancelled() && rad::cancel_epoch().load() == e0) throw;
+            }
         }
     }
     std::optional<R> result;
@@ -481,7 +485,8 @@ PYBIND11_MODULE(_core, m) {
         }
         return std::make_tuple(lo, hi, usable);
     }, py::arg("sketch").noconvert(), py::arg("nu"), py::arg("slack_bits"));
-    // Test hook: sketch.hpp's merge on masses known within [lo, hi] units: (decided, taken, last).
+    // Test hook: sketch.hpp's merge on masses known within [lo, hi] units: (decided, taken,
+    // last, stuck).
     m.def("merge_spans", [](Arr<std::int64_t> ids, Arr<std::int64_t> lo, Arr<std::int64_t> hi, std::uint64_t key,
                             std::int64_t wanted) {
         require(ids.size() == lo.size() && ids.size() == hi.size(), "merge_spans: ids, lo and hi differ in length");
@@ -493,10 +498,10 @@ PYBIND11_MODULE(_core, m) {
             mass[static_cast<size_t>(i)] = {lo.data()[i], hi.data()[i]};
         }
         std::vector<std::int64_t> out;
-        std::int64_t last = -1;
+        std::int64_t last = -1, stuck = -1;
         const bool ok = rad::merge_spans(std::vector<std::int64_t>(ids.data(), ids.data() + ids.size()), mass, key,
-                                         wanted, out, last);
-        return std::make_tuple(ok, to_array(std::move(out)), last);
+                                         wanted, out, last, &stuck);
+        return std::make_tuple(ok, to_array(std::move(out)), last, stuck);
     }, py::arg("ids").noconvert(), py::arg("lo").noconvert(), py::arg("hi").noconvert(), py::arg("key"),
        py::arg("wanted"));
     m.def("merge_leftovers", [](Arr<std::int64_t> ids, Arr<double> masses, std::uint64_t key, std::int64_t wanted) {

@@ -8,9 +8,10 @@
 // q = nu / a they bound every exact units prefix U(k) from both sides. A block whose
 // bounds decide every comparison the canonical rounding makes reads one part of 512
 // points (the one the pick lies in) instead of 65,536; the leftovers are then merged with
-// their masses as intervals. Any comparison the bounds cannot decide (a chance of about
-// 1e-4 per block for the pick, far less for the merge) is made on exact units instead: that
-// block, or every sketched block for the merge, is rounded by round_chunked.
+// their masses as intervals. Any comparison the bounds cannot decide is made on exact
+// units instead: for a pick (a chance of a few in 10,000 a block) that block is rounded
+// by round_chunked; for the merge, whose comparisons see the bounds of every leftover
+// before them, the sketched blocks before the comparison are, until it is decided.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -30,19 +31,28 @@ struct Span {
 // Bounds of the exact units prefixes U(k) = sum of units(q_i) over a block's first k parts
 // (k = 0..kSketchParts) from its sketch row. Item i contributes units(fl(nu / a_i)), within
 // 0.5 + 2^-8 of 2^46 fl(nu / a_i) = 2^46 nu (1/a_i)(1 + d), |d| <= 2^-53; the row holds
-// float sums of fl(1/a_i) with relative error below 8200 * 2^-53 (a lane adds at most 8,192
-// positive terms a block, then the eight lanes are added). The slack used, 2^-29 relative and 0.51 units a point plus 2, covers both with
-// room; `slack_bits` widens it further (tests use it to make the bounds undecided). A
-// capped item (a_i <= nu: units = kOne) breaks the lower bound only, in a block whose upper
-// bound then reaches kOne, which is never sketched. False when the row is unusable.
+// float sums of fl(1/a_i) with relative error below 8200 * 2^-53 < 2^-39.9 (a lane adds at
+// most 8,192 positive terms a block, then the eight lanes are added), and forming the
+// bounds rounds a few times more. The slack used, 2^-36 relative and 0.51 units a point
+// plus 2, covers all of it with room (the rounding term dominates: 33,000 units a block);
+// `slack_bits` widens it further (tests use it to make the bounds undecided). A prefix
+// that sums to exactly 0 holds no support point (the terms are positive): U is 0 there.
+// A capped item (0 < a_i <= nu: units = kOne) breaks the lower bound only, in a block
+// whose upper bound then reaches kOne, which is never sketched. Losses are non-negative
+// (validated), so every point of q > 0 has a > 0 and is in the support pass's sums.
+// False when the row is unusable.
 inline bool sketch_bounds(const double* row, double nu, int slack_bits, Span* U) {
     const double widen = std::ldexp(1.0, slack_bits);
-    const double rel = std::ldexp(1.0, -29) * widen, scale = nu * kUnitScale;
+    const double rel = std::ldexp(1.0, -36) * widen, scale = nu * kUnitScale;
     const double cap = std::ldexp(1.0, 62);
     U[0] = {0, 0};
     for (std::int64_t k = 1; k <= kSketchParts; ++k) {
         const double p = row[k - 1];
         if (!(p >= 0.0) || !(p <= cap)) return false;  // -1: a short block; NaN or inf: unusable
+        if (p == 0.0) {
+            U[k] = {0, 0};
+            continue;
+        }
         const double x = scale * p, abs = (0.51 * static_cast<double>(k * kSketchSpan) + 2.0) * widen;
         const double lo = x - x * rel - abs, hi = x + x * rel + abs;
         if (!(hi < cap)) return false;
@@ -118,9 +128,11 @@ SketchedBlock round_sketched_block(const Span* U, std::int64_t lo_index, Stream&
 // The same draws and the same comparisons as round_chunked (depround.hpp), each made for
 // the whole range of values. The leftovers' total is `wanted` units up to rounding noise
 // far wider than these bounds; the merge never pairs the crossing of the last unit, so it
-// never asks on which side of it the total lies.
+// never asks on which side of it the total lies. Undecided, it sets `stuck` to the last
+// leftover whose bounds entered the comparison: exact masses up to there decide it.
 inline bool merge_spans(const std::vector<std::int64_t>& ids, const std::vector<Span>& mass, std::uint64_t key,
-                        std::int64_t wanted, std::vector<std::int64_t>& out, std::int64_t& last) {
+                        std::int64_t wanted, std::vector<std::int64_t>& out, std::int64_t& last,
+                        std::int64_t* stuck = nullptr) {
     const std::int64_t max_crossings = std::max<std::int64_t>(0, wanted - 1);
     const auto n = static_cast<std::int64_t>(ids.size());
     std::vector<std::int64_t> CL(static_cast<size_t>(n)), CH(static_cast<size_t>(n));  // bounds of cum
@@ -132,6 +144,10 @@ inline bool merge_spans(const std::vector<std::int64_t>& ids, const std::vector<
     auto cl = [&](std::int64_t i) { return i < 0 ? std::int64_t{0} : CL[static_cast<size_t>(i)]; };
     auto ch = [&](std::int64_t i) { return i < 0 ? std::int64_t{0} : CH[static_cast<size_t>(i)]; };
     bool ok = true;
+    auto fail = [&](std::int64_t at) {
+        ok = false;
+        if (stuck) *stuck = std::max<std::int64_t>(0, std::min(n - 1, at));
+    };
     // First i in [s, e) with cum_i > x (strict) or >= x, for every x in [xlo, xhi]: no
     // earlier i can (its upper bound does not), and this one must (its lower bound does).
     auto search = [&](std::int64_t s, std::int64_t e, std::int64_t xlo, std::int64_t xhi, bool strict) {
@@ -139,8 +155,8 @@ inline bool merge_spans(const std::vector<std::int64_t>& ids, const std::vector<
             const auto b = C.begin() + s, en = C.begin() + e;
             return (strict ? std::upper_bound(b, en, x) : std::lower_bound(b, en, x)) - C.begin();
         };
-        const std::int64_t i = first(CH, xlo);
-        if (i != first(CL, xhi)) ok = false;
+        const std::int64_t i = first(CH, xlo), i_last = first(CL, xhi);
+        if (i != i_last) fail(std::min(e - 1, i_last));
         return i;
     };
     Stream rs(stream_state(key, kMergeStream));
@@ -149,23 +165,23 @@ inline bool merge_spans(const std::vector<std::int64_t>& ids, const std::vector<
         if (s >= e) return carry;
         const std::int64_t run_lo = cl(e - 1) - cl(s - 1), run_hi = ch(e - 1) - ch(s - 1);
         if (run_hi == 0) return carry;  // no mass in the run
-        if (run_lo == 0) return ok = false, carry;
+        if (run_lo == 0) return fail(e - 1), carry;
         std::int64_t t = first_target(rs, base);
         if (m_start.lo > t) return carry;
-        if (m_start.hi > t) return ok = false, carry;
+        if (m_start.hi > t) return fail(s - 1), carry;
         std::int64_t i = search(s, e, t, t, true);
         if (!ok || i < e) return i;
         const std::int64_t tot_lo = cl(e - 1) - base, tot_hi = ch(e - 1) - base;
         if (tot_hi <= 0) return carry;
-        if (tot_lo <= 0) return ok = false, carry;
+        if (tot_lo <= 0) return fail(e - 1), carry;
         const double u = rs.next();
         const std::int64_t tlo = base + static_cast<std::int64_t>(u * static_cast<double>(tot_lo));
         const std::int64_t thi = base + static_cast<std::int64_t>(u * static_cast<double>(tot_hi));
         if (m_start.lo > thi) return carry;
-        if (m_start.hi > tlo) return ok = false, carry;
+        if (m_start.hi > tlo) return fail(s - 1), carry;
         i = search(s, e, tlo, thi, true);
         if (!ok || i < e) return i;
-        return ok = false, carry;  // the last item with mass (rounding's own edge case): exactly
+        return fail(e - 1), carry;  // the last item with mass (rounding's own edge case): exactly
     };
     std::int64_t base = 0, start = 0, carry = -1;
     Span m_start{0, 0};
@@ -188,7 +204,7 @@ inline bool merge_spans(const std::vector<std::int64_t>& ids, const std::vector<
             bool survivor;
             if (u * sum_hi < beta_lo) survivor = true;
             else if (u * sum_lo >= beta_hi) survivor = false;
-            else return false;
+            else return fail(j), false;
             taken.push_back(ids[static_cast<size_t>(survivor ? pick : j)]);
             carry = survivor ? j : pick;
         }
@@ -245,17 +261,31 @@ Indices depround_sketched(std::int64_t n, std::int64_t b, std::uint64_t key, int
         }
         exact(blk);
     });
+    if (cancelled()) return {};  // discarded by the caller
     std::int64_t in_blocks = 0;
     for (const auto& t : runs.taken) in_blocks += static_cast<std::int64_t>(t.size());
     std::vector<std::int64_t> picks;
-    std::int64_t last = -1;
-    if (!merge_spans(ids, mass, key, b - in_blocks, picks, last)) {
-        for_each_block(n, threads, [&](std::int64_t blk) {
-            if (sketched[static_cast<size_t>(blk)]) exact(blk);
+    std::int64_t last = -1, stuck = -1;
+    // Undecided: exact masses for the sketched blocks at or before the comparison, the
+    // nearest first, in batches that double (a decided comparison stays decided). The
+    // chance grows with the pool (about the square of the number of blocks times a
+    // block's bound width over kOne); docs/design.md §3 has the measured rates.
+    for (std::int64_t batch = std::max(64, 16 * threads);
+         !merge_spans(ids, mass, key, b - in_blocks, picks, last, &stuck); batch *= 2) {
+        std::vector<std::int64_t> redo;
+        for (std::int64_t blk = stuck; blk >= 0 && static_cast<std::int64_t>(redo.size()) < batch; --blk)
+            if (sketched[static_cast<size_t>(blk)]) redo.push_back(blk);
+        if (redo.empty()) throw std::runtime_error("internal error: DepRound's merge undecided on exact masses");
+        parallel_for(static_cast<std::int64_t>(redo.size()), threads, [&](std::int64_t k) {
+            const std::int64_t blk = redo[static_cast<size_t>(k)];
+            exact(blk);
+            sketched[static_cast<size_t>(blk)] = 0;
         });
+        if (cancelled()) return {};
+        for (std::int64_t blk : redo)  // under one unit of mass: no crossing, nothing taken
+            if (!runs.taken[static_cast<size_t>(blk)].empty())
+                throw std::runtime_error("internal error: a sketched block took an index");
         picks.clear();
-        if (!merge_spans(ids, mass, key, b - in_blocks, picks, last))
-            throw std::runtime_error("internal error: DepRound's merge undecided on exact masses");
     }
     return finish_depround(runs, std::move(picks), last, b, threads);
 }

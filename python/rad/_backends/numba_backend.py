@@ -199,7 +199,11 @@ def _lanes_min(acc, buf, k):
             min(acc[4], buf[k + 4]), min(acc[5], buf[k + 5]), min(acc[6], buf[k + 6]), min(acc[7], buf[k + 7]))
 
 
-_SKETCH_SPAN = BLOCK // SKETCH_PARTS
+# The DepRound sketch's parts per block, written out here: numba's on-disk cache follows
+# this file, not contract.py.
+_SKETCH_PARTS = 128
+assert _SKETCH_PARTS == SKETCH_PARTS, "numba_backend._SKETCH_PARTS must equal contract.SKETCH_PARTS"
+_SKETCH_SPAN = BLOCK // _SKETCH_PARTS
 
 
 @_jit
@@ -211,11 +215,11 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi, sketch):
     (vectorised), then each lane's eight items added in order from scalars (item
     ``i0 + k + j`` goes to lane ``j``: ``i0 - lo`` is a multiple of 64). At 1e8 float32
     gains on one thread: 0.27 s written as one loop, 0.13 s so. With a ``sketch`` row of
-    :data:`SKETCH_PARTS` entries (else an empty one) it records the DepRound sketch:
+    ``_SKETCH_PARTS`` entries (else an empty one) it records the DepRound sketch:
     the sum of ``1/a`` so far at the end of each part, the block total last; ``-1``s for a
     short block (``docs/design.md`` §3, "The DepRound sketch").
     """
-    sketching = sketch.shape[0] == SKETCH_PARTS and hi - lo == BLOCK
+    sketching = sketch.shape[0] == _SKETCH_PARTS and hi - lo == BLOCK
     lh = np.zeros(8)
     lg = np.zeros(8)
     lm = np.full(8, _INF)
@@ -255,9 +259,9 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi, sketch):
         lm[(i - lo) % 8] = min(lm[(i - lo) % 8], a)
         c += sel
     h_total = ((lh[0] + lh[1]) + (lh[2] + lh[3])) + ((lh[4] + lh[5]) + (lh[6] + lh[7]))
-    if sketch.shape[0] == SKETCH_PARTS:
+    if sketch.shape[0] == _SKETCH_PARTS:
         if sketching:
-            sketch[SKETCH_PARTS - 1] = h_total
+            sketch[_SKETCH_PARTS - 1] = h_total
         else:
             sketch[:] = -1.0
     return h_total, ((lg[0] + lg[1]) + (lg[2] + lg[3])) + ((lg[4] + lg[5]) + (lg[6] + lg[7])), c, lm.min()
@@ -267,7 +271,7 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi, sketch):
 def _support_sums(g, losses, has_losses, w, tau, sketch):
     """Canonical per-block totals: see rad._backends.canonical.block_totals.
 
-    ``sketch`` is ``(blocks, SKETCH_PARTS)`` to record the DepRound sketch, else ``(0, 0)``.
+    ``sketch`` is ``(blocks, _SKETCH_PARTS)`` to record the DepRound sketch, else ``(0, 0)``.
     """
     n = g.shape[0]
     nblk = (n + BLOCK - 1) // BLOCK
@@ -548,16 +552,24 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
             raise RuntimeError(f"internal error: DepRound took more than {b} indices")
         _place_blocks(buf, counts, first, last - first, starts, out)
         pos = int(starts[-1])
-    from_bounds = sketched.merge(left_idx, left_mass, b - pos) if sketched is not None else None
-    if from_bounds is not None:
-        merged, li = from_bounds
-    else:
-        for first in range(0, nblk, group):
-            last = min(nblk, first + group)
-            if decided[first:last].any():  # blocks under one unit of mass: no index taken
+    if sketched is not None:
+        # Undecided: the sketched groups at or before the comparison are rounded exactly,
+        # the nearest first, in batches that double (a decided comparison stays decided).
+        batch = 1
+        while True:
+            decided_merge, merged, li = sketched.merge(left_idx, left_mass, b - pos)
+            if decided_merge:
+                break
+            todo = [f for f in range(li // group * group, -1, -group) if decided[f : f + group].any()][:batch]
+            if not todo:
+                raise RuntimeError("internal error: DepRound's merge undecided on exact masses")
+            for first in todo:
+                last = min(nblk, first + group)
                 round_exactly(first, last)
-                if counts[: last - first].any():
+                if counts[: last - first].any():  # under one unit of mass: nothing to take
                     raise RuntimeError("internal error: a sketched block took an index")
+            batch *= 2
+    else:
         keep = left_mass > 0
         merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key, b - pos)
     if pos + len(merged) > b:
@@ -1056,7 +1068,7 @@ def threshold_support(gains, losses, w, m, b, threads):
         return int(status), float(tau), int(kstar), float(g_total), None, None
     _use_threads(threads)
     lv, has = _losses_arg(losses)
-    sketch = np.empty((-(-gains.shape[0] // BLOCK), SKETCH_PARTS))
+    sketch = np.full((-(-gains.shape[0] // BLOCK), _SKETCH_PARTS), -1.0)  # a row not written is unusable
     h, g, c, mn = _support_sums(gains, lv, has, float(w), float(tau), sketch)
     return (int(status), float(tau), int(kstar), float(g_total), (float(h), float(g), int(c), float(mn)),
             RoundSketch(float(tau), sketch.reshape(-1)))

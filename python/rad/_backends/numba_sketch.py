@@ -16,7 +16,8 @@ import numba as nb
 import numpy as np
 
 from rad._backends.canonical import BLOCK, ONE
-from rad._backends.contract import SKETCH_PARTS, RoundSketch
+from rad._backends.contract import SKETCH_PARTS as _CONTRACT_PARTS
+from rad._backends.contract import RoundSketch
 from rad._backends.numba_backend import (
     _depround_core,
     _jit,
@@ -34,6 +35,9 @@ from rad._backends.rng import MERGE_STREAM, stream_state
 
 __all__ = ["applies", "depround"]
 
+# Written out here: numba's on-disk cache follows this file, not contract.py.
+SKETCH_PARTS = 128
+assert SKETCH_PARTS == _CONTRACT_PARTS, "numba_sketch.SKETCH_PARTS must equal contract.SKETCH_PARTS"
 _SPAN = BLOCK // SKETCH_PARTS
 _SCALE = float(ONE)
 _CAP = 2.0**62
@@ -53,7 +57,7 @@ def _bounds(row, nu, slack_bits, ul, uh):
     False when the row is unusable (a short block's -1s, or a sum too large).
     """
     widen = 2.0**slack_bits
-    rel = 2.0**-29 * widen
+    rel = 2.0**-36 * widen
     scale = nu * _SCALE
     ul[0] = 0
     uh[0] = 0
@@ -61,6 +65,10 @@ def _bounds(row, nu, slack_bits, ul, uh):
         p = row[k - 1]
         if not (p >= 0.0) or not (p <= _CAP):
             return False
+        if p == 0.0:  # no support point so far
+            ul[k] = 0
+            uh[k] = 0
+            continue
         x = scale * p
         slack = (0.51 * (k * _SPAN) + 2.0) * widen
         lo = x - x * rel - slack
@@ -148,16 +156,25 @@ def _first(c, s, e, x, strict):
     return s + np.searchsorted(c[s:e], x, side="left")
 
 
+# An undecided comparison is reported as -2 - stuck: ``stuck`` the last leftover whose
+# bounds entered it (merge_spans's `stuck` in sketch.hpp); decided results are >= -1.
+@_jit
+def _undecided(at, n):
+    return -2 - max(0, min(n - 1, at))
+
+
 @_jit
 def _search(cl, ch, s, e, x_lo, x_hi, strict):
-    """The first i with cum_i > x (or >= x) for every x in [x_lo, x_hi], or -2 if it varies."""
+    """The first i with cum_i > x (or >= x) for every x in [x_lo, x_hi], or undecided."""
     i = _first(ch, s, e, x_lo, strict)
-    return i if i == _first(cl, s, e, x_hi, strict) else -2
+    i_last = _first(cl, s, e, x_hi, strict)
+    return i if i == i_last else _undecided(min(e - 1, i_last), cl.shape[0])
 
 
 @_jit
 def _resolve(cl, ch, s, e, base, m_lo, m_hi, carry, state, counter):
-    """``resolve`` of merge_spans (sketch.hpp); ``-2`` as the pick when undecided."""
+    """``resolve`` of merge_spans (sketch.hpp); a pick below -1 when undecided."""
+    n = cl.shape[0]
     if s >= e:
         return carry, counter
     before_lo = cl[s - 1] if s > 0 else np.int64(0)
@@ -165,22 +182,22 @@ def _resolve(cl, ch, s, e, base, m_lo, m_hi, carry, state, counter):
     if ch[e - 1] - before_hi == 0:  # no mass in the run
         return carry, counter
     if cl[e - 1] - before_lo == 0:
-        return -2, counter
+        return _undecided(e - 1, n), counter
     t = base + np.int64(_uniform(state, counter) * _SCALE)
     counter += np.uint64(1)
     if m_lo > t:
         return carry, counter
     if m_hi > t:
-        return -2, counter
+        return _undecided(s - 1, n), counter
     i = _search(cl, ch, s, e, t, t, True)
-    if i == -2 or i < e:
+    if i < -1 or i < e:
         return i, counter
     tot_lo = cl[e - 1] - base
     tot_hi = ch[e - 1] - base
     if tot_hi <= 0:
         return carry, counter
     if tot_lo <= 0:
-        return -2, counter
+        return _undecided(e - 1, n), counter
     u = _uniform(state, counter)
     counter += np.uint64(1)
     t_lo = base + np.int64(u * np.float64(tot_lo))
@@ -188,14 +205,14 @@ def _resolve(cl, ch, s, e, base, m_lo, m_hi, carry, state, counter):
     if m_lo > t_hi:
         return carry, counter
     if m_hi > t_lo:
-        return -2, counter
+        return _undecided(s - 1, n), counter
     i = _search(cl, ch, s, e, t_lo, t_hi, True)
-    return i if i < e else -2, counter
+    return i if i < e else _undecided(e - 1, n), counter
 
 
 @_jit
 def _merge_spans(ids, lo, hi, state, wanted, out):
-    """``merge_spans`` of sketch.hpp: ``(decided, picks written to out, last pick)``."""
+    """``merge_spans`` of sketch.hpp: ``(decided, picks written to out, last pick or stuck)``."""
     n = ids.shape[0]
     cl = np.cumsum(lo)
     ch = np.cumsum(hi)
@@ -208,13 +225,13 @@ def _merge_spans(ids, lo, hi, state, wanted, out):
     cnt = 0
     for _ in range(max(0, wanted - 1)):
         j = _search(cl, ch, start, n, base + ONE, base + ONE, False)
-        if j == -2:
-            return False, cnt, -1
+        if j < -1:
+            return False, cnt, -2 - j
         if j >= n:
             break
         pick, counter = _resolve(cl, ch, start, j, base, m_lo, m_hi, carry, state, counter)
-        if pick == -2:
-            return False, cnt, -1
+        if pick < -1:
+            return False, cnt, -2 - pick
         if pick < 0:
             out[cnt] = ids[j]
             carry = -1
@@ -233,15 +250,15 @@ def _merge_spans(ids, lo, hi, state, wanted, out):
                 out[cnt] = ids[j]
                 carry = pick
             else:
-                return False, cnt, -1
+                return False, cnt, j
         cnt += 1
         base += ONE
         m_lo = cl[j]
         m_hi = ch[j]
         start = j + 1
     pick, counter = _resolve(cl, ch, start, n, base, m_lo, m_hi, carry, state, counter)
-    if pick == -2:
-        return False, cnt, -1
+    if pick < -1:
+        return False, cnt, -2 - pick
     return True, cnt, ids[pick] if pick >= 0 else -1
 
 
@@ -255,15 +272,19 @@ class Sketched:
     mass_hi: np.ndarray
     key: int
 
-    def merge(self, left_idx: np.ndarray, left_mass: np.ndarray, wanted: int) -> tuple[np.ndarray, int] | None:
-        """The merge over every block (decided ones from their bounds), or None if undecided."""
+    def merge(self, left_idx: np.ndarray, left_mass: np.ndarray, wanted: int) -> tuple[bool, np.ndarray, int]:
+        """The merge over every block (decided ones from their bounds).
+
+        Returns ``(True, picks, last pick)``, or ``(False, _, stuck)`` when undecided:
+        exact masses for the blocks up to ``stuck`` decide the comparison.
+        """
         exact = np.rint(left_mass * float(ONE)).astype(np.int64)  # exact: multiples of 2^-46 below 1
         ids = np.where(self.decided, self.pick, left_idx)
         lo = np.where(self.decided, self.mass_lo, exact)
         hi = np.where(self.decided, self.mass_hi, exact)
         out = np.empty(max(0, wanted), np.int64)
         ok, cnt, last = _merge_spans(ids, lo, hi, np.uint64(stream_state(self.key, MERGE_STREAM)), wanted, out)
-        return (out[:cnt], int(last)) if ok else None
+        return bool(ok), out[:cnt], int(last)
 
 
 def depround(gains: np.ndarray, losses: np.ndarray | None, w: float, params: Params, b: int, key: int,
