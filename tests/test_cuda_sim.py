@@ -351,7 +351,7 @@ def merge_leftovers_match_canonical() -> None:
     from rad._backends.canonical import BLOCK, merge_leftovers
 
     rng = np.random.default_rng(8)
-    for n in (1, 700, BLOCK + 300):
+    for n in (1, 50, 700, BLOCK + 300):  # one device sequence up to MERGE_GROUP, levels beyond
         masses = rng.integers(1, 2**46, n) / 2.0**46
         ids = np.sort(rng.choice(100 * n, n, replace=False)).astype(np.int64)
         for key in (5,) if n > BLOCK else (5, 6):

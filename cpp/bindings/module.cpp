@@ -485,22 +485,25 @@ PYBIND11_MODULE(_core, m) {
         }
         return std::make_tuple(lo, hi, usable);
     }, py::arg("sketch").noconvert(), py::arg("nu"), py::arg("slack_bits"));
-    // Test hook: sketch.hpp's merge on masses known within [lo, hi] units: (decided, taken,
-    // last, stuck).
+    // Test hook: sketch.hpp's merge on masses known within [lo, hi] units, as
+    // canonical.merge_leftovers takes the leftovers with mass: (decided, taken, last,
+    // stuck), stuck a position of the input (a mass whose bounds straddle 0 is undecided).
     m.def("merge_spans", [](Arr<std::int64_t> ids, Arr<std::int64_t> lo, Arr<std::int64_t> hi, std::uint64_t key,
                             std::int64_t wanted) {
         require(ids.size() == lo.size() && ids.size() == hi.size(), "merge_spans: ids, lo and hi differ in length");
-        require(ids.size() <= rad::kBlock, "merge_spans: at most 65536 leftovers");
-        std::vector<rad::Span> mass(static_cast<size_t>(ids.size()));
+        std::vector<std::int64_t> li, ld, out;
+        std::vector<rad::Span> lm;
+        std::int64_t last = -1, stuck = -1;
         for (std::int64_t i = 0; i < ids.size(); ++i) {
             require(0 <= lo.data()[i] && lo.data()[i] <= hi.data()[i] && hi.data()[i] < rad::kOne,
                     "merge_spans: each mass must satisfy 0 <= lo <= hi < 2^46");
-            mass[static_cast<size_t>(i)] = {lo.data()[i], hi.data()[i]};
+            if (hi.data()[i] == 0) continue;
+            if (lo.data()[i] == 0) return std::make_tuple(false, to_array(std::move(out)), last, i);
+            li.push_back(ids.data()[i]);
+            lm.push_back({lo.data()[i], hi.data()[i]});
+            ld.push_back(i);
         }
-        std::vector<std::int64_t> out;
-        std::int64_t last = -1, stuck = -1;
-        const bool ok = rad::merge_spans(std::vector<std::int64_t>(ids.data(), ids.data() + ids.size()), mass, key,
-                                         wanted, out, last, &stuck);
+        const bool ok = rad::merge_spans(li, lm, ld, key, wanted, out, last, stuck);
         return std::make_tuple(ok, to_array(std::move(out)), last, stuck);
     }, py::arg("ids").noconvert(), py::arg("lo").noconvert(), py::arg("hi").noconvert(), py::arg("key"),
        py::arg("wanted"));

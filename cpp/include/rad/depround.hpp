@@ -304,10 +304,14 @@ inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t b
         max_crossings);
 }
 
+// Leftovers per group in the merge's levels (canonical.MERGE_GROUP).
+constexpr std::int64_t kMergeGroup = 64;
+
 // canonical.merge_leftovers: the leftovers (index, mass) in block order rounded into
-// taken indices (appended) and one final leftover. Up to kBlock leftovers are one
-// round_sequence on kMergeStream; more are first rounded in groups of kBlock, group g
-// (counted across levels) on stream kMergeStream - 1 - g, so no running mass leaves int64.
+// taken indices (appended) and one final leftover. Up to kMergeGroup leftovers are one
+// round_sequence on kMergeStream; more are merged in levels, each rounded in groups of
+// kMergeGroup, group g (counted across levels) on stream kMergeStream - 1 - g, the
+// groups' leftovers with mass forming the next level.
 // The last round pairs at most wanted - 1 crossings taken by the merge in all (`wanted`:
 // the picks the merge owes); its final survivor is the last pick.
 inline Leftover merge_leftovers(std::vector<std::int64_t> ids, std::vector<double> masses, std::uint64_t key,
@@ -322,12 +326,12 @@ inline Leftover merge_leftovers(std::vector<std::int64_t> ids, std::vector<doubl
         for (std::int64_t i : local) out.push_back(ids[static_cast<size_t>(lo + i)]);
         return Leftover{l.index >= 0 ? ids[static_cast<size_t>(lo + l.index)] : -1, l.mass};
     };
-    while (static_cast<std::int64_t>(ids.size()) > kBlock) {
+    while (static_cast<std::int64_t>(ids.size()) > kMergeGroup) {
         std::vector<std::int64_t> next_ids;
         std::vector<double> next_mass;
         const auto total = static_cast<std::int64_t>(ids.size());
-        for (std::int64_t lo = 0; lo < total; lo += kBlock) {
-            const Leftover l = round(lo, std::min(kBlock, total - lo), kMergeStream - 1 - group++, -1);
+        for (std::int64_t lo = 0; lo < total; lo += kMergeGroup) {
+            const Leftover l = round(lo, std::min(kMergeGroup, total - lo), kMergeStream - 1 - group++, -1);
             if (l.mass > 0) {
                 next_ids.push_back(l.index);
                 next_mass.push_back(l.mass);

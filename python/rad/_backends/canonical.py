@@ -19,6 +19,7 @@ from rad._backends.rng import MERGE_STREAM, stream_state, uniform
 __all__ = [
     "BLOCK",
     "LANES",
+    "MERGE_GROUP",
     "ONE",
     "RoundFn",
     "UNIT_BITS",
@@ -33,6 +34,9 @@ __all__ = [
 
 #: Items per block, for canonical sums and for DepRound (fixed, never the thread count).
 BLOCK = 1 << 16
+
+#: Leftovers per group in the merge's levels (:func:`merge_leftovers`).
+MERGE_GROUP = 64
 
 
 def canonical_prefix(x: np.ndarray) -> np.ndarray:
@@ -202,11 +206,13 @@ def merge_leftovers(
 ) -> tuple[list[int], int]:
     """Round the blocks' leftovers (block order) into taken indices and one final leftover.
 
-    Up to :data:`BLOCK` leftovers (pools of up to 2^32 points) are one
-    :func:`round_sequence` on :data:`~rad._backends.rng.MERGE_STREAM`. More are first
-    rounded in groups of BLOCK, group ``g`` (counted across levels) on stream
-    ``MERGE_STREAM - 1 - g``, so that no running mass leaves int64; their leftovers are
-    merged the same way.
+    Up to :data:`MERGE_GROUP` leftovers are one :func:`round_sequence` on
+    :data:`~rad._backends.rng.MERGE_STREAM`. More are merged in levels: each level rounds
+    its sequence in groups of MERGE_GROUP, group ``g`` (counted across levels) on stream
+    ``MERGE_STREAM - 1 - g``, and the groups' leftovers (those with mass) are the next
+    level's sequence. Small groups keep every comparison local: a group's running mass
+    sums 64 masses, not all of a pool's (which lets a backend decide the merge from bounds
+    on the masses, ``docs/design.md`` §3), and no running mass leaves int64.
 
     ``wanted`` is the number of picks the merge owes (``b`` less the blocks' own): the last
     round pairs at most ``wanted - 1`` crossings taken by the merge in all, and its final
@@ -225,11 +231,11 @@ def merge_leftovers(
     masses = np.asarray(masses, dtype=np.float64)
     taken: list[int] = []
     group = 0
-    while ids.shape[0] > BLOCK:
+    while ids.shape[0] > MERGE_GROUP:
         next_ids: list[int] = []
         next_mass: list[float] = []
-        for lo in range(0, ids.shape[0], BLOCK):
-            t, pick, held = round_fn(masses[lo : lo + BLOCK], stream_state(key, MERGE_STREAM - 1 - group), -1)
+        for lo in range(0, ids.shape[0], MERGE_GROUP):
+            t, pick, held = round_fn(masses[lo : lo + MERGE_GROUP], stream_state(key, MERGE_STREAM - 1 - group), -1)
             group += 1
             taken.extend(int(ids[lo + i]) for i in t)
             if held > 0:

@@ -63,7 +63,7 @@ from numba import config as _nb_config
 from numba import cuda as _numba_cuda
 
 from rad._backends import radix_select as _radix
-from rad._backends.canonical import BLOCK, LANES, ONE, merge_leftovers
+from rad._backends.canonical import BLOCK, LANES, MERGE_GROUP, ONE, merge_leftovers
 from rad._backends.contract import search_then_sums
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2
@@ -1665,12 +1665,11 @@ def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, wanted: int,
     """The merge of the block leftovers: :func:`rad._backends.canonical.merge_leftovers`.
 
     The leftovers are on the host already (one per block), so the C++ core merges them
-    there when it is built: a single sequence of ~15,000 leftovers at 1e9 points is one
-    GPU thread's serial walk (milliseconds), and microseconds in C++. Otherwise (or with
-    ``on_device``) up to :data:`BLOCK` leftovers (pools of up to 2^32 points) are one
-    ``round_sequence`` on :data:`~rad._backends.rng.MERGE_STREAM`, run by the block
-    kernels on the device (a leftover mass is a multiple of 2^-46, so quantizing gives
-    its units back exactly); more are merged hierarchically by the NumPy definition.
+    there when it is built (microseconds). Otherwise (or with ``on_device``) up to
+    :data:`~rad._backends.canonical.MERGE_GROUP` leftovers are one ``round_sequence`` on
+    :data:`~rad._backends.rng.MERGE_STREAM`, run by the block kernels on the device (a
+    leftover mass is a multiple of 2^-46, so quantizing gives its units back exactly);
+    more are merged in levels by the NumPy definition.
     ``wanted`` is the number of picks the merge owes (``canonical.merge_leftovers``).
 
     Returns the taken indices (from ``ids``) and the final leftover's index (or -1).
@@ -1682,7 +1681,7 @@ def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, wanted: int,
         taken_arr, last_id = host(np.ascontiguousarray(ids, dtype=np.int64),
                                   np.ascontiguousarray(masses, dtype=np.float64), int(key), int(wanted))
         return [int(i) for i in taken_arr], int(last_id)
-    if masses.shape[0] > BLOCK:
+    if masses.shape[0] > MERGE_GROUP:
         taken, last = merge_leftovers(ids, masses, key, wanted)
         return [int(i) for i in taken], int(last)
     dm = cuda.to_device(np.ascontiguousarray(masses, dtype=np.float64))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from rad._backends.canonical import BLOCK, ONE
+from rad._backends.canonical import BLOCK, MERGE_GROUP, ONE
 from rad._backends.contract import SKETCH_PARTS as _CONTRACT_PARTS
 from rad._backends.contract import RoundSketch
 from rad._backends.numba_backend import (
@@ -211,9 +211,14 @@ def _resolve(cl, ch, s, e, base, m_lo, m_hi, carry, state, counter):
 
 
 @_jit
-def _merge_spans(ids, lo, hi, state, wanted, out):
-    """``merge_spans`` of sketch.hpp: ``(decided, picks written to out, last pick or stuck)``."""
-    n = ids.shape[0]
+def _round_spans(lo, hi, state, max_crossings, out):
+    """``round_spans`` of sketch.hpp on masses within ``[lo, hi]``; taken positions go to ``out``.
+
+    Returns ``(decided, taken count, last position or stuck position, left_lo, left_hi)``.
+    """
+    n = lo.shape[0]
+    if n == 0:
+        return True, 0, -1, 0, 0
     cl = np.cumsum(lo)
     ch = np.cumsum(hi)
     counter = np.uint64(0)
@@ -223,17 +228,19 @@ def _merge_spans(ids, lo, hi, state, wanted, out):
     start = 0
     carry = -1
     cnt = 0
-    for _ in range(max(0, wanted - 1)):
+    crossings = 0
+    while max_crossings < 0 or crossings < max_crossings:
+        crossings += 1
         j = _search(cl, ch, start, n, base + ONE, base + ONE, False)
         if j < -1:
-            return False, cnt, -2 - j
+            return False, cnt, -2 - j, 0, 0
         if j >= n:
             break
         pick, counter = _resolve(cl, ch, start, j, base, m_lo, m_hi, carry, state, counter)
         if pick < -1:
-            return False, cnt, -2 - pick
+            return False, cnt, -2 - pick, 0, 0
         if pick < 0:
-            out[cnt] = ids[j]
+            out[cnt] = j
             carry = -1
         else:
             u = _uniform(state, counter)
@@ -244,13 +251,13 @@ def _merge_spans(ids, lo, hi, state, wanted, out):
             beta_lo = np.float64(ONE - hi[j])
             beta_hi = np.float64(ONE - lo[j])
             if u * sum_hi < beta_lo:
-                out[cnt] = ids[pick]
+                out[cnt] = pick
                 carry = j
             elif u * sum_lo >= beta_hi:
-                out[cnt] = ids[j]
+                out[cnt] = j
                 carry = pick
             else:
-                return False, cnt, j
+                return False, cnt, j, 0, 0
         cnt += 1
         base += ONE
         m_lo = cl[j]
@@ -258,8 +265,47 @@ def _merge_spans(ids, lo, hi, state, wanted, out):
         start = j + 1
     pick, counter = _resolve(cl, ch, start, n, base, m_lo, m_hi, carry, state, counter)
     if pick < -1:
-        return False, cnt, -2 - pick
-    return True, cnt, ids[pick] if pick >= 0 else -1
+        return False, cnt, -2 - pick, 0, 0
+    return True, cnt, pick, cl[n - 1] - base, ch[n - 1] - base
+
+
+def merge_spans(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, dep: np.ndarray, key: int,
+                wanted: int) -> tuple[bool, np.ndarray, int]:
+    """``merge_spans`` of sketch.hpp (the canonical merge's levels) on leftovers with mass.
+
+    Returns ``(True, taken ids, last pick)``, or ``(False, _, stuck)``: exact masses for
+    the blocks up to ``stuck`` (``dep`` holds each leftover's last block) decide it.
+    """
+    taken: list[np.ndarray] = []
+    n_taken = 0
+    group = 0
+    while True:
+        total = ids.shape[0]
+        final = total <= MERGE_GROUP
+        nxt: list[tuple[int, int, int, int]] = []
+        for s in range(0, max(total, 1), MERGE_GROUP):
+            e = total if final else min(total, s + MERGE_GROUP)
+            stream = MERGE_STREAM if final else MERGE_STREAM - 1 - group
+            group += 0 if final else 1
+            out = np.empty(e - s, np.int64)
+            cap = max(0, wanted - n_taken - 1) if final else -1
+            ok, cnt, at, left_lo, left_hi = _round_spans(lo[s:e], hi[s:e], np.uint64(stream_state(key, stream)), cap,
+                                                         out)
+            if not ok:
+                return False, np.empty(0, np.int64), int(dep[s + at])
+            taken.append(ids[s + out[:cnt]])
+            n_taken += cnt
+            if final:
+                return True, np.concatenate(taken), int(ids[s + at]) if at >= 0 else -1
+            if left_hi == 0:
+                continue
+            if left_lo == 0 or at < 0:
+                return False, np.empty(0, np.int64), int(dep[e - 1])
+            nxt.append((int(ids[s + at]), int(left_lo), int(left_hi), int(dep[e - 1])))
+        ids = np.array([t[0] for t in nxt], np.int64)
+        lo = np.array([t[1] for t in nxt], np.int64)
+        hi = np.array([t[2] for t in nxt], np.int64)
+        dep = np.array([t[3] for t in nxt], np.int64)
 
 
 @dataclass
@@ -273,7 +319,7 @@ class Sketched:
     key: int
 
     def merge(self, left_idx: np.ndarray, left_mass: np.ndarray, wanted: int) -> tuple[bool, np.ndarray, int]:
-        """The merge over every block (decided ones from their bounds).
+        """The merge of the blocks' leftovers with mass (decided blocks from their bounds).
 
         Returns ``(True, picks, last pick)``, or ``(False, _, stuck)`` when undecided:
         exact masses for the blocks up to ``stuck`` decide the comparison.
@@ -282,9 +328,8 @@ class Sketched:
         ids = np.where(self.decided, self.pick, left_idx)
         lo = np.where(self.decided, self.mass_lo, exact)
         hi = np.where(self.decided, self.mass_hi, exact)
-        out = np.empty(max(0, wanted), np.int64)
-        ok, cnt, last = _merge_spans(ids, lo, hi, np.uint64(stream_state(self.key, MERGE_STREAM)), wanted, out)
-        return bool(ok), out[:cnt], int(last)
+        keep = np.flatnonzero(hi > 0)  # a sketched block's bounds never straddle 0
+        return merge_spans(ids[keep], lo[keep], hi[keep], keep.astype(np.int64), self.key, wanted)
 
 
 def depround(gains: np.ndarray, losses: np.ndarray | None, w: float, params: Params, b: int, key: int,
