@@ -239,13 +239,19 @@ Bracket<T> full_bracket() {
     return {uint_of<T>(0), ordered_bits(std::numeric_limits<T>::infinity())};
 }
 
-// A bracket for tau from a strided sample of 2^14 or 2^16 gains (contiguous runs of 64):
+// A bracket for tau from a strided sample of 2^14 to 2^20 gains (contiguous runs of 64):
 // the sample's own threshold scan with sums scaled by n / sample size gives a rank r;
 // the bracket spans the sample ranks r -+ (4 sqrt(r) + 32).
 template <class T>
-Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m) {
-    // 2^14 sample points below 2^24 gains (the sort of the sample is a fixed cost), 2^16 above.
-    const std::int64_t kSample = n < (std::int64_t{1} << 24) ? std::int64_t{1} << 14 : std::int64_t{1} << 16;
+Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m, int threads) {
+    // The sample's size trades its own cost (one thread: ~100 ns a sample point to read,
+    // sort and scan, measured) against the bracket pass's histogram of the points inside
+    // the bracket (~8 ns each, spread over the threads; about 7 / sqrt(sample) of the
+    // pool): the sum is least near (n / (4 threads))^(2/3), taken to the nearest power of
+    // two in [2^14, 2^20] (2^16 at 1e8 points on 1 or 2 threads, 2^18 at 1e9 on 2).
+    const double best = std::cbrt(std::pow(static_cast<double>(n) / (4.0 * std::max(1, threads)), 2.0));
+    const int bits = static_cast<int>(std::lround(std::log2(std::max(best, 1.0))));
+    const std::int64_t kSample = std::int64_t{1} << std::min(20, std::max(14, bits));
     constexpr std::int64_t kRun = 64;
     std::vector<std::pair<double, double>> s;
     s.reserve(static_cast<size_t>(std::min(n, kSample)));
@@ -572,7 +578,7 @@ ThresholdResult threshold_bracketed(const T* g, Losses L, std::int64_t n, double
 // The default sort-free search: a sample bracket, then the bracketed pass.
 template <class T>
 ThresholdResult threshold_search(const T* g, Losses L, std::int64_t n, double m, int threads) {
-    return threshold_bracketed(g, L, n, m, threads, sample_bracket(g, L, n, m));
+    return threshold_bracketed(g, L, n, m, threads, sample_bracket(g, L, n, m, threads));
 }
 
 // threshold_search and, where it resolves (status 0, tau > 0) and b <= k*, the canonical
@@ -592,7 +598,7 @@ struct SearchSums {
 template <class T>
 SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std::int64_t b, int threads) {
     SearchSums out;
-    const Located<T> loc = bracket_locate(g, L, n, m, threads, sample_bracket(g, L, n, m));
+    const Located<T> loc = bracket_locate(g, L, n, m, threads, sample_bracket(g, L, n, m, threads));
     auto wants_sums = [&](const ThresholdResult& r) { return r.status == 0 && r.tau > 0 && b <= r.kstar; };
     if (loc.done) {
         out.search = loc.result;
