@@ -223,6 +223,30 @@ py::array_t<V> to_array(std::vector<V, A>&& v) {
     return py::array_t<V>(static_cast<py::ssize_t>(heap->size()), heap->data(), owner);
 }
 
+// DepRound of the probabilities `params` defines (depround_params), or with the sketch
+// threshold_support recorded at tau where one is given and the params are the uncapped
+// path's (gain fill, gain_cut == tau, gain_frac == 1; depround_sketched in sketch.hpp).
+template <class T>
+py::array_t<std::int64_t> depround_of(Arr<T>& g, OptLosses& losses, double w, ParamTuple params, std::int64_t b,
+                                      std::uint64_t key, int threads, const double* sketch = nullptr, double tau = 0,
+                                      int slack_bits = 0) {
+    const Losses L = make_losses(losses, w);
+    const Params P = make_params(params);
+    const T* gp = g.data();
+    const std::int64_t n = g.size();
+    threads = checked_threads(threads);
+    check_losses(losses, n);
+    check_budget(b, n);
+    const bool sketched = sketch != nullptr && !P.fill_loss && P.gain_frac == 1.0 && P.gain_cut == tau && tau > 0;
+    auto fill = [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); };
+    rad::Indices out;
+    out = interruptible(n, [&] {
+        return sketched ? rad::depround_sketched(n, b, key, threads, P.nu, sketch, slack_bits, fill)
+                        : rad::depround(n, b, key, threads, fill);
+    });
+    return to_array(std::move(out));
+}
+
 template <class T>
 void bind_for(py::module_& m) {
     m.def("first_invalid", [](Arr<T> x, int threads) {
@@ -403,49 +427,21 @@ void bind_for(py::module_& m) {
 
     m.def("depround_params", [](Arr<T> g, OptLosses losses, double w, ParamTuple params, std::int64_t b,
                                 std::uint64_t key, int threads) {
-        const Losses L = make_losses(losses, w);
-        const Params P = make_params(params);
-        const T* gp = g.data();
-        const std::int64_t n = g.size();
-        threads = checked_threads(threads);
-        check_losses(losses, n);
-        check_budget(b, n);
-        rad::Indices out;
-        out = interruptible(n, [&] {
-            return rad::depround(
-                n, b, key, threads,
-                [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); });
-        });
-        return to_array(std::move(out));
+        return depround_of(g, losses, w, params, b, key, threads);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("b"),
        py::arg("key"), py::arg("threads"));
 
-    // depround_params of the uncapped path's params (gain fill, gain_cut == tau, gain_frac
-    // == 1) with the sketch threshold_support recorded at tau (sketch.hpp): the same
-    // indices, reading only the parts of the pool that hold a pick. Other params take the
-    // plain path. slack_bits widens the sketch's bounds (a test hook; 0 in use).
+    // depround_params with the sketch threshold_support recorded at tau (depround_of): the
+    // same indices, reading only the parts of the pool that hold a pick. slack_bits widens
+    // the sketch's bounds (a test hook; 0 in use).
     m.def("depround_sketched", [](Arr<T> g, OptLosses losses, double w, ParamTuple params, std::int64_t b,
                                   std::uint64_t key, Arr<double> sketch, double tau, int threads, int slack_bits) {
-        const Losses L = make_losses(losses, w);
-        const Params P = make_params(params);
-        const T* gp = g.data();
-        const std::int64_t n = g.size();
-        threads = checked_threads(threads);
-        check_losses(losses, n);
-        check_budget(b, n);
-        require(sketch.size() == rad::num_blocks(n) * rad::kSketchParts,
-                "the sketch has " + std::to_string(sketch.size()) + " entries, not " +
-                    std::to_string(rad::num_blocks(n) * rad::kSketchParts) + " (" + std::to_string(rad::kSketchParts) + " per block of the gains)");
+        const std::int64_t want = rad::num_blocks(g.size()) * rad::kSketchParts;
+        require(sketch.size() == want, "the sketch has " + std::to_string(sketch.size()) + " entries, not " +
+                                           std::to_string(want) + " (" + std::to_string(rad::kSketchParts) +
+                                           " per block of the gains)");
         require(slack_bits >= 0 && slack_bits <= 60, "slack_bits must be in [0, 60]");
-        const bool fits = !P.fill_loss && P.gain_frac == 1.0 && P.gain_cut == tau && tau > 0;
-        const double* sp = sketch.data();
-        auto fill = [&](std::int64_t i0, std::int64_t cnt, double* out) { rad::probability_fill(gp, L, P, i0, cnt, out); };
-        rad::Indices out;
-        out = interruptible(n, [&] {
-            return fits ? rad::depround_sketched(n, b, key, threads, P.nu, sp, slack_bits, fill)
-                        : rad::depround(n, b, key, threads, fill);
-        });
-        return to_array(std::move(out));
+        return depround_of(g, losses, w, params, b, key, threads, sketch.data(), tau, slack_bits);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("params"), py::arg("b"),
        py::arg("key"), py::arg("sketch").noconvert(), py::arg("tau"), py::arg("threads"), py::arg("slack_bits") = 0);
 }

@@ -353,6 +353,18 @@ struct BlockRuns {
     std::vector<Leftover> left;
 };
 
+// Block `blk` of items [0, n) rounded on stream first_stream + blk: its taken global
+// indices (ascending) appended to `taken`, its leftover returned.
+template <class FillFn>
+Leftover round_block(std::int64_t n, std::int64_t blk, std::int64_t offset, std::uint64_t first_stream,
+                     std::uint64_t key, std::vector<std::int64_t>& taken, FillFn& fill) {
+    Stream rs(stream_state(key, first_stream + static_cast<std::uint64_t>(blk)));
+    const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
+    return round_chunked(
+        hi - lo, offset + lo, rs, taken, [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); },
+        true);
+}
+
 template <class FillFn>
 BlockRuns round_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_stream, std::uint64_t key,
                        int threads, FillFn&& fill) {
@@ -361,13 +373,16 @@ BlockRuns round_blocks(std::int64_t n, std::int64_t offset, std::uint64_t first_
     out.taken.resize(static_cast<size_t>(nb));
     out.left.resize(static_cast<size_t>(nb));
     for_each_block(n, threads, [&](std::int64_t blk) {
-        Stream rs(stream_state(key, first_stream + static_cast<std::uint64_t>(blk)));
-        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
-        out.left[blk] = round_chunked(
-            hi - lo, offset + lo, rs, out.taken[blk],
-            [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); }, true);
+        out.left[blk] = round_block(n, blk, offset, first_stream, key, out.taken[blk], fill);
     });
     return out;
+}
+
+// How many indices the blocks took.
+inline std::int64_t taken_in_blocks(const BlockRuns& runs) {
+    std::int64_t count = 0;
+    for (const auto& t : runs.taken) count += static_cast<std::int64_t>(t.size());
+    return count;
 }
 
 // An index vector whose elements are left uninitialised until written: the selection of a
@@ -444,14 +459,12 @@ auto fill_from(QFn& q) {
     };
 }
 
-// The end of DepRound: the blocks' taken indices and the leftovers' picks, plus the final
-// leftover `last` where one index is still missing (canonical.finish_in_place), sorted,
-// as exactly b distinct indices.
-inline Indices finish_depround(BlockRuns& runs, std::vector<std::int64_t> picks, std::int64_t last, std::int64_t b,
-                               int threads) {
-    std::size_t in_blocks = 0;
-    for (const auto& t : runs.taken) in_blocks += t.size();
-    if (static_cast<std::int64_t>(in_blocks + picks.size()) == b - 1 && last >= 0) picks.push_back(last);
+// The end of DepRound: the blocks' taken indices (`in_blocks` of them) and the leftovers'
+// picks, plus the final leftover `last` where one index is still missing
+// (canonical.finish_in_place), sorted, as exactly b distinct indices.
+inline Indices finish_depround(BlockRuns& runs, std::int64_t in_blocks, std::vector<std::int64_t> picks,
+                               std::int64_t last, std::int64_t b, int threads) {
+    if (in_blocks + static_cast<std::int64_t>(picks.size()) == b - 1 && last >= 0) picks.push_back(last);
     std::sort(picks.begin(), picks.end());
     Indices out = concatenate(runs.taken, picks, threads);
     bool distinct = std::adjacent_find(out.begin(), out.end()) == out.end();
@@ -474,12 +487,10 @@ Indices depround(std::int64_t n, std::int64_t b, std::uint64_t key, int threads,
             ids.push_back(l.index);
             masses.push_back(l.mass);
         }
-    std::size_t in_blocks = 0;
-    for (const auto& t : runs.taken) in_blocks += t.size();
+    const std::int64_t in_blocks = taken_in_blocks(runs);
     std::vector<std::int64_t> picks;  // from the leftovers: at most one per block
-    const Leftover last = merge_leftovers(std::move(ids), std::move(masses), key, b - static_cast<std::int64_t>(in_blocks),
-                                          picks);
-    return finish_depround(runs, std::move(picks), last.index, b, threads);
+    const Leftover last = merge_leftovers(std::move(ids), std::move(masses), key, b - in_blocks, picks);
+    return finish_depround(runs, in_blocks, std::move(picks), last.index, b, threads);
 }
 
 }  // namespace rad

@@ -275,19 +275,15 @@ template <class FillFn>
 Indices depround_sketched(std::int64_t n, std::int64_t b, std::uint64_t key, int threads, double nu,
                           const double* sketch, int slack_bits, FillFn&& fill) {
     const std::int64_t nb = num_blocks(n);
-    if (nb > kBlock || !(nu > 0)) return depround(n, b, key, threads, fill);  // merges in groups: the plain path
+    if (!(nu > 0)) return depround(n, b, key, threads, fill);
     BlockRuns runs;
     runs.taken.resize(static_cast<size_t>(nb));
     std::vector<std::int64_t> ids(static_cast<size_t>(nb), -1);
     std::vector<Span> mass(static_cast<size_t>(nb));
     std::vector<char> sketched(static_cast<size_t>(nb), 0);
     auto exact = [&](std::int64_t blk) {
-        Stream rs(stream_state(key, static_cast<std::uint64_t>(blk)));
-        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
         runs.taken[static_cast<size_t>(blk)].clear();
-        const Leftover l = round_chunked(
-            hi - lo, lo, rs, runs.taken[static_cast<size_t>(blk)],
-            [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); }, true);
+        const Leftover l = round_block(n, blk, 0, 0, key, runs.taken[static_cast<size_t>(blk)], fill);
         const std::int64_t u = units(l.mass);  // exact: a multiple of 2^-46 below 1
         ids[static_cast<size_t>(blk)] = l.index;
         mass[static_cast<size_t>(blk)] = {u, u};
@@ -310,8 +306,7 @@ Indices depround_sketched(std::int64_t n, std::int64_t b, std::uint64_t key, int
         exact(blk);
     });
     if (cancelled()) return {};  // discarded by the caller
-    std::int64_t in_blocks = 0;
-    for (const auto& t : runs.taken) in_blocks += static_cast<std::int64_t>(t.size());
+    const std::int64_t in_blocks = taken_in_blocks(runs);
     std::vector<std::int64_t> picks;
     std::int64_t last = -1, stuck = -1;
     // The leftovers with mass, in block order (a sketched block's mass is 0 only if its
@@ -346,7 +341,7 @@ Indices depround_sketched(std::int64_t n, std::int64_t b, std::uint64_t key, int
             if (!runs.taken[static_cast<size_t>(blk)].empty())
                 throw std::runtime_error("internal error: a sketched block took an index");
     }
-    return finish_depround(runs, std::move(picks), last, b, threads);
+    return finish_depround(runs, in_blocks, std::move(picks), last, b, threads);
 }
 
 }  // namespace rad
