@@ -524,8 +524,9 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
     (:func:`~rad._backends.canonical.finish_in_place`). With ``sketched``
     (:class:`rad._backends.numba_sketch.Sketched`) a group whose blocks the sketch all
     decided is not rounded (such a block takes nothing, and leaves its pick), and the
-    merge runs from the bounds; where those leave it undecided, the skipped groups are
-    rounded after all and the merge runs on exact masses.
+    merge runs from the bounds; where those leave it undecided, the skipped groups at or
+    before the comparison are rounded after all, the nearest first, in batches that
+    double, until it is decided.
     """
     nblk = -(-n // BLOCK)
     group = 64  # blocks per parallel call: 16 MiB of int32 scratch, few Python round trips
@@ -598,7 +599,9 @@ def _depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray
     return _depround_core(round_group, q.shape[0], b, key, threads)
 
 
-def _depround_params(gains, losses, w, params: Params, b: int, key: int, threads: int) -> np.ndarray:
+def _depround_params(gains, losses, w, params: Params, b: int, key: int, threads: int,
+                     sketched: Any = None) -> np.ndarray:
+    """DepRound of the probabilities ``params`` define; ``sketched`` as :func:`_depround_core`."""
     lv, has = _losses_arg(losses)
     fill, nu, gc, gf, lc, lf = params.as_tuple()
 
@@ -606,7 +609,7 @@ def _depround_params(gains, losses, w, params: Params, b: int, key: int, threads
         _round_blocks_params(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, first, last, states, buf,
                              counts, left_idx, left_mass)
 
-    return _depround_core(round_group, gains.shape[0], b, key, threads)
+    return _depround_core(round_group, gains.shape[0], b, key, threads, sketched)
 
 
 # ------------------------------------------------------------------ kernel contract

@@ -19,13 +19,12 @@ from rad._backends.canonical import BLOCK, MERGE_GROUP, ONE
 from rad._backends.contract import SKETCH_PARTS as _CONTRACT_PARTS
 from rad._backends.contract import RoundSketch
 from rad._backends.numba_backend import (
-    _depround_core,
+    _depround_params,
     _jit,
     _loss,
     _losses_arg,
     _pjit,
     _probability,
-    _round_blocks_params,
     _splitmix,
     _uniform,
     _units,
@@ -46,7 +45,7 @@ _CAP = 2.0**62
 def applies(n: int, params: Params, sketch: RoundSketch) -> bool:
     """Whether ``sketch`` serves these params: the uncapped path's, at its ``tau``."""
     return (params.fill == "gain" and params.gain_frac == 1.0 and params.gain_cut == sketch.tau
-            and sketch.tau > 0 and params.nu > 0 and -(-n // BLOCK) <= BLOCK
+            and sketch.tau > 0 and params.nu > 0
             and sketch.prefixes.shape == (-(-n // BLOCK) * SKETCH_PARTS,))
 
 
@@ -348,9 +347,4 @@ def depround(gains: np.ndarray, losses: np.ndarray | None, w: float, params: Par
     mhi = np.zeros(nblk, np.int64)
     _round_sketched(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, rows, int(slack_bits), np.uint64(key),
                     decided, pick, mlo, mhi)
-
-    def round_group(first, last, states, buf, counts, left_idx, left_mass):
-        _round_blocks_params(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, first, last, states, buf,
-                             counts, left_idx, left_mass)
-
-    return _depround_core(round_group, gains.shape[0], b, key, threads, Sketched(decided, pick, mlo, mhi, key))
+    return _depround_params(gains, losses, w, params, b, key, threads, Sketched(decided, pick, mlo, mhi, key))
