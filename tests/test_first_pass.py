@@ -276,7 +276,19 @@ def _fused_matches_definition(gains, losses, w, m, b, threads) -> None:
     status, tau, kstar, g_total, has, h, g, count, min_a, sketch = _core.threshold_support(
         gains, losses, w, m, b, threads)
     assert (sketch is not None) == has
-    assert (status, tau, kstar, g_total) == _core.threshold_search(gains, losses, w, m, threads)
+    s_status, s_tau, s_kstar, s_g_total = _core.threshold_search(gains, losses, w, m, threads)
+    # Status 1 (a near tie: the caller takes the sorted path) may differ, as the two judge
+    # the rounding margin with different sums; a decided answer is the sorted scan's.
+    assert status in (0, 1)
+    if status == 0:
+        k_sorted, tau_sorted, _ = _sorted_truth("cpp", gains, losses, w, m)
+        assert (tau, kstar) == (tau_sorted, k_sorted)
+    if status == s_status == 0:
+        assert (tau, kstar) == (s_tau, s_kstar)
+    # G over the pool only decides G >= m, flagged as a near tie within 1e-10 of m: the
+    # float32 first pass takes it as count / (1 + w), each term within a few ulps (the
+    # lane sums of the exact pass drift further).
+    assert g_total == pytest.approx(s_g_total, rel=1e-11, abs=1e-300)
     assert has == (status == 0 and tau > 0 and b <= kstar)
     if has:
         want = ref.support_sums(gains, losses, w, tau, 1)
@@ -316,3 +328,107 @@ def test_search_with_support_sums_across_blocks(kind: str, dtype) -> None:
         for b in (1, 1000, n // 2):
             for threads in (1, 2):
                 _fused_matches_definition(gains, None, 1.0 - frac, frac * n, b, threads)
+
+
+# ------------------------------------------------------------------ the float32 first pass
+#
+# With float32 gains and RAD losses threshold_support's first pass approximates 1/a in
+# float (approx_locate in threshold.hpp, rad._backends.numba_first_pass) and hands on every
+# fine bin it cannot decide within its margin 2^-margin_bits; the exact sums come from the
+# support pass. These tests choose the bracket and widen the margin (8 and 3 bits gather
+# many bins, or more than the gather limit, which sends the search to its fallback): the
+# answer and the support sums must not change.
+
+MARGINS = (20, 8, 3)
+
+
+def _support_hooks() -> dict:
+    """``backend -> (gains, w, m, b, threads, lo, hi, margin_bits) -> (status, tau, k*, g_total, sums or None)``."""
+    out = {}
+    if "cpp" in BACKENDS:
+        from rad import _core
+
+        def cpp(gains, w, m, b, threads, lo, hi, margin_bits):
+            r = _core.threshold_support_bracketed(gains, None, w, m, b, threads, lo, hi, margin_bits)
+            return (*r[:4], tuple(r[5:9]) if r[4] else None)
+
+        out["cpp"] = cpp
+    if "numba" in BACKENDS:
+        from rad._backends import numba_first_pass
+        from rad._backends.radix_select import ordered_bits
+
+        def numba(gains, w, m, b, threads, lo, hi, margin_bits):
+            r = numba_first_pass.search_with_sums(gains, w, m, b, threads, (ordered_bits(lo, 32), ordered_bits(hi, 32)),
+                                                  margin_bits)
+            if r is None:  # the path does not apply: the search and the support pass in turn
+                r = get_backend("numba").threshold_support(gains, None, w, m, b, threads)
+            return r[:5]
+
+        out["numba"] = numba
+    return out
+
+
+SUPPORT_HOOKS = _support_hooks()
+
+
+def _support_hook_matches(backend, gains, w, m, b, threads, lo, hi, margin_bits) -> int:
+    status, tau, kstar, g_total, sums = SUPPORT_HOOKS[backend](gains, w, m, b, threads, lo, hi, margin_bits)
+    assert status in (0, 1)
+    k_sorted, tau_sorted, g_sorted = _sorted_truth(backend, gains, None, w, m)
+    if status == 0:
+        assert (kstar, tau) == (k_sorted, tau_sorted)
+        assert g_total == pytest.approx(g_sorted, rel=1e-11, abs=1e-300)
+    assert (sums is not None) == (status == 0 and tau > 0 and b <= kstar)
+    if sums is not None:
+        want = get_backend("numpy").support_sums(gains, None, w, tau, 1)
+        assert tuple(sums) == (float(want[0]), float(want[1]), int(want[2]), float(want[3]))
+    return status
+
+
+@pytest.mark.parametrize("backend", sorted(SUPPORT_HOOKS))
+@settings(max_examples=40, deadline=None)
+@given(
+    g=gain_arrays(min_n=1, max_n=200),
+    frac=st.sampled_from([0.0, 0.01, 0.3, 0.7, 0.99, 1.0]),
+    b_frac=st.sampled_from([0.0, 0.01, 0.5, 1.0]),
+    margin_bits=st.sampled_from(MARGINS),
+)
+def test_float32_first_pass_never_changes_the_answer(backend: str, g, frac, b_frac, margin_bits) -> None:
+    gains = g.astype(np.float32)
+    n = gains.shape[0]
+    m, w, b = frac * n, 1.0 - frac, max(1, int(b_frac * n))
+    _, tau, _ = _sorted_truth(backend, gains, None, w, m)
+    for lo, hi in _brackets(gains, tau):
+        _support_hook_matches(backend, gains, w, m, b, 2, lo, hi, margin_bits)
+
+
+@pytest.mark.parametrize("backend", sorted(SUPPORT_HOOKS))
+@pytest.mark.parametrize("kind", ["uniform", "coarse_ties", "near_float_max", "near_float_min", *sorted(LIARS)])
+@pytest.mark.parametrize("margin_bits", MARGINS)
+def test_float32_first_pass_across_blocks(backend: str, kind: str, margin_bits: int) -> None:
+    """Pools of several blocks with the sample's own bracket and with brackets around tau,
+    at 1 and 2 threads. Gains near FLT_MAX (1/x subnormal in float) and near the smallest
+    normal float take the exact first pass; the answer is the same either way."""
+    n = 3 * (1 << 16) + 17
+    r = np.random.default_rng(11)
+    make = {
+        "uniform": lambda: r.random(n),
+        "coarse_ties": lambda: np.round(r.random(n) * 300) / 300,
+        "near_float_max": lambda: r.random(n) * 3e38,
+        "near_float_min": lambda: (r.random(n) + 0.5) * 2.0**-125,
+        **{k: (lambda f=f: f(n)) for k, f in LIARS.items()},
+    }
+    gains = make[kind]().astype(np.float32)
+    be = get_backend(backend)
+    for frac in (0.001, 0.3, 0.9):
+        m, w = frac * n, 1.0 - frac
+        _, tau, _ = _sorted_truth(backend, gains, None, w, m)
+        up = float(np.nextafter(np.float32(tau), np.float32(np.inf)))
+        for threads in (1, 2):
+            for b in (1, 1000):
+                want = be.threshold_support(gains, None, w, m, b, threads)
+                got = SUPPORT_HOOKS[backend](gains, w, m, b, threads, tau * 0.999, tau * 1.001 + 1e-30, margin_bits)
+                if want[0] == got[0] == 0:
+                    assert got[1:3] == want[1:3] and got[4] == want[4]
+                _support_hook_matches(backend, gains, w, m, b, threads, tau * 0.99, tau * 1.01, margin_bits)
+                _support_hook_matches(backend, gains, w, m, b, threads, tau, up, margin_bits)

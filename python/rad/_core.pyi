@@ -28,6 +28,10 @@ def threshold_support(
 def threshold_bracketed(
     gains: _Float, losses: Optional[_F64], w: float, m: float, threads: int, lo: float, hi: float
 ) -> tuple[int, float, int, float]: ...
+def threshold_support_bracketed(
+    gains: _Float, losses: Optional[_F64], w: float, m: float, b: int, threads: int, lo: float, hi: float,
+    margin_bits: int,
+) -> tuple[int, float, int, float, bool, float, float, int, float]: ...
 def stream_sum(x: _Float, threads: int) -> float: ...
 def support_sums(
     gains: _Float, losses: Optional[_F64], w: float, tau: float, threads: int

@@ -208,6 +208,18 @@ inline unsigned movemask(l8 m) {
     return r;
 #endif
 }
+// Sixteen floats: bit j set iff lane j of the mask is set.
+typedef float f16 __attribute__((vector_size(64)));
+typedef std::int32_t i16 __attribute__((vector_size(64)));
+inline unsigned movemask(i16 m) {
+#if defined(__AVX512DQ__)
+    return static_cast<unsigned>(_mm512_movepi32_mask(reinterpret_cast<__m512i>(m)));
+#else
+    unsigned r = 0;
+    for (int j = 0; j < 16; ++j) r |= static_cast<unsigned>(m[j] & 1) << j;
+    return r;
+#endif
+}
 }  // namespace simd
 
 }  // namespace rad

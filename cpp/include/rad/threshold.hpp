@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "rad/support.hpp"
@@ -557,6 +558,260 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
     return out;
 }
 
+// ------------------------------------------------------------------ float32 first pass
+//
+// With float32 gains and RAD losses (a = (1 + w) g) the bracket pass needs 1/a only to
+// decide which fine bins may hold tau: threshold_support's support pass that follows sums
+// the points above them exactly, and resolve_gathered decides with those sums. So this
+// pass works on the float values themselves, sixteen to a vector, with no division in
+// double: H~ = c * sum 1/x over x >= hi (c = 1/(1 + w); the reciprocals in float, summed
+// in float over runs of four vectors, then in double), G~ = c * count (each g_i / a_i is
+// 1/(1 + w) within a few ulps). Inside the bracket each point's 1/x is taken in double.
+// Each float reciprocal is within 2^-24 of 1/x and each run's float sum within 3 * 2^-24
+// (positive terms), so |H~ - H| < 2^-21 H, and |D~ - D| < 2^-21 (t H + G + m) at any
+// edge t. A bin edge whose D~ lies within 2^-margin_bits (t H~ + G~ + m) of zero (20 by
+// default: twice the error) is undecided, and the range handed on spans every bin from
+// the first undecided one down to the first certainly failing one: tau lies in it.
+// Gains above 2^125 (1/x would be subnormal in float) or a bracket reaching below
+// 2^-125 send the search to the exact pass (bracket_locate), as does an invalid value.
+
+constexpr int kApproxFineBits = 15;
+constexpr int kApproxFine = 1 << kApproxFineBits;
+constexpr int kApproxMarginBits = 20;
+
+struct ApproxBin {
+    std::int64_t count = 0;
+    double h = 0.0;  // sum of 1/x in double
+    double min = std::numeric_limits<double>::infinity();
+};
+
+struct alignas(64) ApproxAcc {
+    double h = 0.0;  // sum of 1/x over x >= hi
+    double min = std::numeric_limits<double>::infinity();
+    std::int64_t above = 0, below = 0, positive = 0;
+    bool unsafe = false;  // an invalid value, or one outside the float reciprocal's range
+};
+
+// One thread's share [lo, hi) of the float32 first pass.
+inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, std::uint32_t ulo, std::uint32_t uhi,
+                              int sh, ApproxAcc& acc, ApproxBin* fine) {
+    using namespace simd;
+    constexpr int kRun = 64;          // points per float partial sum (four vectors)
+    constexpr std::int64_t kFlush = 1 << 16;  // points per flush of the int32 lane counts
+    const float inf = std::numeric_limits<float>::infinity();
+    const f16 zero = {}, one = zero + 1.0f, lo_v = zero + from_bits<float>(ulo), hi_v = zero + from_bits<float>(uhi),
+              safe = zero + 0x1p125f;
+    f16 mn = zero + inf;
+    i16 n_up = {}, n_ge = {}, n_pos = {}, unsafe = {};
+    d8 h0 = splat8(0.0), h1 = splat8(0.0);
+    std::int64_t above = 0, ge_lo = 0, positive = 0;
+    auto flush_counts = [&]() {
+        for (int j = 0; j < 16; ++j) above += n_up[j], ge_lo += n_ge[j], positive += n_pos[j];
+        n_up = n_ge = n_pos = i16{};
+    };
+    auto inside = [&](std::int64_t i) {
+        const float v = g[i];
+        std::uint32_t u;
+        std::memcpy(&u, &v, sizeof u);
+        ApproxBin& bin = fine[(u - ulo) >> sh];
+        bin.count += 1;
+        bin.h += 1.0 / static_cast<double>(v);
+        bin.min = std::min(bin.min, static_cast<double>(v));
+    };
+    std::int64_t i = lo;
+    for (; i + kRun <= hi; i += kRun) {
+        if (((i - lo) & (kFlush - 1)) == 0) {
+            if (cancelled()) break;
+            flush_counts();
+        }
+        prefetch_lines(g + i, kRun * sizeof(float));
+        f16 run = zero;
+        std::uint64_t in = 0;
+        for (int q = 0; q < kRun; q += 16) {
+            f16 x;
+            std::memcpy(&x, g + i + q, sizeof x);
+            const i16 up = x >= hi_v, ge = x >= lo_v;
+            const f16 r = one / x;
+            run += reinterpret_cast<f16>(reinterpret_cast<i16>(r) & up);
+            n_up -= up;
+            n_ge -= ge;
+            n_pos -= x > zero;
+            unsafe |= ~((x >= zero) & (x <= safe));
+            const i16 lower = up & (x < mn);
+            mn = reinterpret_cast<f16>((reinterpret_cast<i16>(x) & lower) | (reinterpret_cast<i16>(mn) & ~lower));
+            in |= static_cast<std::uint64_t>(movemask(ge & ~up)) << q;
+        }
+        f8 lo8, hi8;
+        std::memcpy(&lo8, &run, sizeof lo8);
+        std::memcpy(&hi8, reinterpret_cast<const char*>(&run) + sizeof lo8, sizeof hi8);
+        h0 += __builtin_convertvector(lo8, d8);
+        h1 += __builtin_convertvector(hi8, d8);
+        for (; in; in &= in - 1) inside(i + __builtin_ctzll(in));
+    }
+    flush_counts();
+    double h = 0.0, m = inf;
+    bool bad = false;
+    for (int j = 0; j < 8; ++j) h += h0[j] + h1[j];
+    for (int j = 0; j < 16; ++j) {
+        m = std::min(m, static_cast<double>(mn[j]));
+        bad |= unsafe[j] != 0;
+    }
+    for (; i < hi; ++i) {
+        const float v = g[i];
+        bad |= !(v >= 0.0f && v <= 0x1p125f);
+        positive += v > 0.0f;
+        if (v >= from_bits<float>(uhi)) {
+            h += 1.0 / static_cast<double>(v);
+            above += 1;
+            m = std::min(m, static_cast<double>(v));
+            ge_lo += 1;
+        } else if (v >= from_bits<float>(ulo)) {
+            inside(i);
+            ge_lo += 1;
+        }
+    }
+    acc.h = h;
+    acc.min = m;
+    acc.above = above;
+    acc.below = (hi - lo) - ge_lo;
+    acc.positive = positive;
+    acc.unsafe = bad;
+}
+
+// The float32 first pass with bracket `br` up to the range of fine bins that holds tau
+// (Located with `approx` set: acc_h and acc_g are unknown, the support pass sums them;
+// pass_d and fail_d are a lower and an upper bound of D). `exact` comes back set where
+// this pass cannot decide (see above): the caller runs bracket_locate instead.
+struct ApproxLocated {
+    bool exact = false;
+    Located<float> loc;
+};
+
+inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, double m, int threads, Bracket<float> br,
+                                   int margin_bits = kApproxMarginBits) {
+    using U = std::uint32_t;
+    const double inf = std::numeric_limits<double>::infinity();
+    ApproxLocated out;
+    Located<float>& loc = out.loc;
+    auto fallback = [&]() {
+        loc.done = true;
+        loc.result = threshold_radix(g, Losses{nullptr, w}, n, m, threads);
+        return out;
+    };
+    if (n == 0) return fallback();
+    const U full_hi = full_bracket<float>().hi;
+    br.hi = std::max(U(1), std::min(br.hi, full_hi));
+    if (br.lo >= br.hi) br.lo = br.hi - 1;
+    const U ulo = br.lo, uhi = br.hi;
+    if (!(from_bits<float>(ulo) >= 0x1p-125f) || !(1.0 + w < 0x1p900)) {
+        out.exact = true;
+        return out;
+    }
+    int sh = 0;
+    while (sh < 32 && ((uhi - ulo - 1) >> sh) >= static_cast<U>(kApproxFine)) ++sh;
+    const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(std::max(1, threads), num_blocks(n))));
+    std::vector<ApproxAcc> acc(static_cast<size_t>(nt));
+    std::vector<ApproxBin> fine(static_cast<size_t>(nt) * kApproxFine);
+#ifdef RAD_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; ++t)
+        approx_pass_range(g, n * t / nt, n * (t + 1) / nt, ulo, uhi, sh, acc[t], &fine[static_cast<size_t>(t) * kApproxFine]);
+    ApproxAcc tot;
+    for (const ApproxAcc& a : acc) {
+        tot.unsafe |= a.unsafe;
+        tot.h += a.h;
+        tot.min = std::min(tot.min, a.min);
+        tot.above += a.above, tot.below += a.below, tot.positive += a.positive;
+    }
+    if (tot.unsafe || cancelled()) {
+        out.exact = true;
+        return out;
+    }
+    for (int t = 1; t < nt; ++t)
+        for (int b = 0; b < kApproxFine; ++b) {
+            ApproxBin& d = fine[b];
+            const ApproxBin& o = fine[static_cast<size_t>(t) * kApproxFine + b];
+            d.count += o.count;
+            d.h += o.h;
+            d.min = std::min(d.min, o.min);
+        }
+    const double c = 1.0 / (1.0 + w), eps = std::ldexp(1.0, -margin_bits);
+    const double g_total = c * static_cast<double>(tot.positive);
+    // D~ at edge t with sums (h, count) and its margin of doubt.
+    auto d_of = [&](double t, double h, std::int64_t k) { return t * (c * h) - c * static_cast<double>(k) + m; };
+    auto doubt = [&](double t, double h, std::int64_t k) { return eps * (t * (c * h) + c * static_cast<double>(k) + m); };
+    double h = tot.h, pass_lb = inf, fail_ub = -inf, last_min = tot.min;
+    std::int64_t k = tot.above;
+    if (k > 0) {
+        const double t = from_bits<float>(uhi), d = d_of(t, h, k);
+        if (!std::isfinite(d)) {
+            out.exact = true;
+            return out;
+        }
+        if (d < doubt(t, h, k)) return fallback();  // tau above the bracket, or may be
+        pass_lb = d - doubt(t, h, k);
+    }
+    auto edge = [&](int b) { return static_cast<double>(from_bits<float>(static_cast<U>(ulo + (static_cast<U>(b) << sh)))); };
+    int top = -1, bot = -1, lowest = -1;
+    std::int64_t in_range = 0, above_range = k;
+    double min_above = last_min;  // last_min before the last joining bin
+    for (int b = kApproxFine - 1; b >= 0; --b) {
+        const ApproxBin& bin = fine[b];
+        if (!bin.count) continue;
+        lowest = b;
+        h += bin.h;
+        k += bin.count;
+        const double t = edge(b), d = d_of(t, h, k), e = doubt(t, h, k);
+        if (top < 0 && d >= e) {  // every group of the bin joins
+            pass_lb = d - e;
+            min_above = last_min;
+            last_min = bin.min;
+            above_range = k;
+            continue;
+        }
+        if (top < 0) top = b;
+        in_range += bin.count;
+        if (d < -e) {  // D < 0 at the bin's lower edge: tau is in this bin or above
+            bot = b;
+            fail_ub = d + e;
+            break;
+        }
+    }
+    if (lowest < 0) return fallback();  // nothing inside the bracket: let the radix search decide
+    if (top < 0) {  // every group inside joins: resolve the lowest bin for its smallest gain
+        top = lowest;
+        in_range = fine[lowest].count;
+        above_range -= fine[lowest].count;
+        last_min = min_above;
+    }
+    if (bot < 0) {
+        bot = lowest;
+        if (tot.below > 0) {
+            // The points below fail iff D at the bracket's bottom edge (an upper bound of
+            // their D) is negative.
+            const double t = from_bits<float>(ulo), d = d_of(t, h, k), e = doubt(t, h, k);
+            if (!(d < -e)) return fallback();  // tau may lie below the bracket
+            fail_ub = d + e;
+        }
+    }
+    if (!std::isfinite(h)) {
+        out.exact = true;
+        return out;
+    }
+    if (in_range > kBracketGatherMax) return fallback();
+    loc.bin_lo = from_bits<float>(static_cast<U>(ulo + (static_cast<U>(bot) << sh)));
+    loc.bin_hi = from_bits<float>(static_cast<U>(
+        std::min<std::uint64_t>(uhi, static_cast<std::uint64_t>(ulo) + (static_cast<std::uint64_t>(top + 1) << sh))));
+    loc.bin_count = in_range;
+    loc.acc_n = above_range;
+    loc.acc_h = loc.acc_g = std::numeric_limits<double>::quiet_NaN();  // from the support pass
+    loc.last_min = last_min;
+    loc.pass_d = pass_lb, loc.fail_d = fail_ub, loc.g_total = g_total, loc.scale = m + g_total;
+    loc.nt = nt;
+    return out;
+}
+
 // The search with a given bracket: the bracket pass, then a gather of the boundary bin
 // (two compares per point) and its exact resolution.
 template <class T>
@@ -583,11 +838,13 @@ ThresholdResult threshold_search(const T* g, Losses L, std::int64_t n, double m,
 
 // threshold_search and, where it resolves (status 0, tau > 0) and b <= k*, the canonical
 // support sums over g >= tau (docs/design.md §3), with one read of the gains fewer: the
-// support pass runs before tau is known, over g >= bin_hi (the boundary bin's top), and
-// collects the boundary bin's points instead of a separate gather. Once tau is resolved
-// from them, a block holding no boundary point at or above tau has the same terms over
-// g >= tau in the same order (any point in [tau, bin_hi) is one of them), so only the
-// blocks that hold one are summed again. The same bits as the two kernels in turn.
+// support pass runs before tau is known, over g >= bin_hi (the top of the fine bins that
+// hold tau), and collects those bins' points instead of a separate gather. tau is resolved
+// from them with the support pass's sums of the points above (exact, where the first pass
+// may have approximated: approx_locate). Then a block holding no collected point at or
+// above tau has the same terms over g >= tau in the same order (any point in [tau, bin_hi)
+// is one of them), so only the blocks that hold one are summed again. The same bits as
+// the two kernels in turn.
 struct SearchSums {
     ThresholdResult search;
     bool has_sums = false;
@@ -595,10 +852,26 @@ struct SearchSums {
     std::vector<double> sketch;  // with the sums: the DepRound sketch at tau (support.hpp)
 };
 
+// The first pass for threshold_support: the float32 pass where it applies and decides,
+// else the exact bracket pass.
 template <class T>
-SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std::int64_t b, int threads) {
+Located<T> first_pass(const T* g, Losses L, std::int64_t n, double m, int threads, Bracket<T> br, int margin_bits) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (!L.values) {
+            ApproxLocated a = approx_locate(g, L.w, n, m, threads, br, margin_bits);
+            if (!a.exact) return a.loc;
+        }
+    }
+    return bracket_locate(g, L, n, m, threads, br);
+}
+
+// threshold_support with a given bracket and margin (tests pass brackets that miss, and
+// wide margins so that the gathered range spans many bins).
+template <class T>
+SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, double m, std::int64_t b, int threads,
+                                       Bracket<T> br, int margin_bits = kApproxMarginBits) {
     SearchSums out;
-    const Located<T> loc = bracket_locate(g, L, n, m, threads, sample_bracket(g, L, n, m, threads));
+    const Located<T> loc = first_pass(g, L, n, m, threads, br, margin_bits);
     auto wants_sums = [&](const ThresholdResult& r) { return r.status == 0 && r.tau > 0 && b <= r.kstar; };
     if (loc.done) {
         out.search = loc.result;
@@ -626,7 +899,13 @@ SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std
             const double gi = g[i];
             items.emplace_back(gi, gi + L.at(i, gi));
         }
-    out.search = loc.resolve(items, m);
+    const SupportSums up = totals_of(bs);  // over g >= bin_hi
+    // D of the smallest gain above the range (the last joining group, where the range's
+    // first group fails) from these sums: its own group adds y/a - y/a to D, so the sums
+    // may include it. Exact, where the first pass had only a bound.
+    const double pass_d = loc.acc_n > 0 ? loc.last_min * up.h - up.g + m : std::numeric_limits<double>::infinity();
+    out.search = resolve_gathered(items, up.h, up.g, loc.acc_n, loc.last_min, pass_d, loc.fail_d, m, loc.g_total,
+                                  loc.scale);
     if (!wants_sums(out.search)) return out;
     const double tau = out.search.tau;
     std::vector<std::int64_t> redo;
@@ -645,6 +924,11 @@ SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std
     out.has_sums = true;
     out.sketch = std::move(sketch);
     return out;
+}
+
+template <class T>
+SearchSums threshold_support(const T* g, Losses L, std::int64_t n, double m, std::int64_t b, int threads) {
+    return threshold_support_bracketed(g, L, n, m, b, threads, sample_bracket(g, L, n, m, threads));
 }
 
 // One streaming read of x (the floor rad.select is measured against): a parallel sum in

@@ -1065,7 +1065,21 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
 
 
 def threshold_support(gains, losses, w, m, b, threads):
-    """:func:`threshold_search`, then :func:`support_sums` recording the DepRound sketch."""
+    """:func:`threshold_search`, then :func:`support_sums` recording the DepRound sketch.
+
+    With float32 gains and RAD losses, in two reads where the float32 first pass decides
+    (:mod:`rad._backends.numba_first_pass`).
+    """
+    if losses is None and gains.dtype == np.float32 and gains.shape[0] > 0:
+        from rad._backends import numba_first_pass
+
+        _use_threads(threads)
+        out = numba_first_pass.search_with_sums(gains, float(w), float(m), int(b),
+                                                max(1, min(int(threads), -(-gains.shape[0] // BLOCK))))
+        if out is not None:
+            status, tau, kstar, g_total, sums, prefixes = out
+            return (int(status), float(tau), int(kstar), float(g_total), sums,
+                    RoundSketch(float(tau), prefixes) if sums is not None else None)
     status, tau, kstar, g_total = threshold_search(gains, losses, w, m, threads)
     if not (status == 0 and tau > 0 and b <= kstar):
         return int(status), float(tau), int(kstar), float(g_total), None, None

@@ -1,0 +1,298 @@
+"""The Numba backend's search with the support sums in two reads (``docs/design.md`` §3).
+
+The algorithm of ``threshold_support_bracketed`` in ``cpp/include/rad/threshold.hpp``, for
+float32 gains with RAD losses (``a = (1 + w) g``):
+
+1. the float32 first pass (``approx_locate`` there): one read that sums ``1/x`` in float
+   over the points above the sampled bracket and histograms the points inside it, and
+   from these approximate sums the range of fine bins that must hold ``tau`` (every bin
+   whose decision lies within the margin ``2^-20 (t H + G + m)`` of zero);
+2. the support pass over ``g >= `` the range's top, which also collects the range's
+   points; ``tau`` is resolved from them with that pass's exact sums
+   (:func:`rad._backends.radix_select.resolve_gathered`), and the blocks holding a
+   collected point at or above ``tau`` are summed again at ``tau``.
+
+The support sums are the canonical ones (:func:`rad._backends.numba_backend.support_sums`
+at ``tau``), bit for bit. Where the first pass cannot decide (a gain above ``2^125`` or a
+bracket reaching below ``2^-125``, an invalid value, ``tau`` outside the bracket, too many
+points in the range) :func:`search_with_sums` returns ``None`` and the caller takes the
+search and the support pass in turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba as nb
+import numpy as np
+
+from rad._backends import radix_select as _radix
+from rad._backends.canonical import BLOCK
+from rad._backends.numba_backend import _SKETCH_PARTS, _jit, _pjit, _prefetch_run, _support_block, _trailing_zeros
+
+__all__ = ["APPROX_FINE", "APPROX_MARGIN_BITS", "search_with_sums"]
+
+#: Fine bins of the float32 first pass (kApproxFine in threshold.hpp).
+APPROX_FINE = 1 << 15
+#: The first pass's margin of doubt, 2^-20 (t H~ + G~ + m): twice its error bound.
+APPROX_MARGIN_BITS = 20
+# Bits of the float 2^125: a larger gain's float reciprocal would be subnormal (and a raw
+# value above it is also any negative, infinite or NaN one).
+_SAFE_BITS = np.uint32(0x7E000000)
+_INF_BITS = np.uint32(0x7F800000)
+_SMALLEST = 2.0**-125
+# Collected points a block keeps in its row; a block with more is scanned again.
+_ROW = 64
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
+    """One thread's share of the float32 first pass: ``(h_above, min_above, n_above, n_ge_lo, n_pos, unsafe)``.
+
+    ``1/x`` in float for every point (vectorised), added in double over the points above
+    the bracket (``reassoc``: a sum that only steers decisions with a margin; each term is
+    within 2^-24 of ``1/x``). The points inside go to the fine bins with ``1/x`` in double.
+    """
+    ha = 0.0
+    minb = _INF_BITS  # the smallest gain above, as raw bits (an integer min vectorises; a float one did not)
+    na = 0
+    nge = 0
+    npos = 0
+    unsafe = 0
+    one = np.float32(1.0)
+    zero = np.float32(0.0)
+    for c0 in range(lo, hi, 64):
+        c1 = min(hi, c0 + 64)
+        _prefetch_run(g, c0, 64)
+        inmask = np.uint64(0)
+        for ii in range(c0, c1):
+            i = np.uint64(ii)
+            x = g[i]
+            unsafe += raw[i] > _SAFE_BITS
+            up = x >= hi_v
+            ge = x >= lo_v
+            r = one / x  # 1/0 = inf (error_model="numpy"), selected away
+            ha += np.float64(r) if up else 0.0
+            na += up
+            nge += ge
+            npos += x > zero
+            minb = min(minb, raw[i] if up else _INF_BITS)
+            inmask |= np.uint64(ge & (not up)) << np.uint64(ii - c0)
+        while inmask:
+            k = _trailing_zeros(inmask)
+            inmask &= inmask - np.uint64(1)
+            i = c0 + k
+            v = np.float64(g[i])
+            b = (raw[i] - ulo) >> sh
+            cnt[b] += 1
+            hh[b] += 1.0 / v
+            if v < mn[b]:
+                mn[b] = v
+    return ha, minb, na, nge, npos, unsafe
+
+
+@_pjit
+def _approx_pass(g, raw, lo_v, hi_v, ulo, sh, nt):
+    n = g.shape[0]
+    cnt = np.zeros((nt, APPROX_FINE), np.int64)
+    hh = np.zeros((nt, APPROX_FINE))
+    mn = np.full((nt, APPROX_FINE), np.inf)
+    sums = np.zeros(nt)
+    minbits = np.full(nt, _INF_BITS, np.uint32)
+    counts = np.zeros((nt, 4), np.int64)
+    for t in nb.prange(nt):
+        lo, hi = n * t // nt, n * (t + 1) // nt
+        ha, minb, na, nge, npos, unsafe = _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt[t], hh[t], mn[t])
+        sums[t] = ha
+        minbits[t] = minb
+        counts[t, 0] = na
+        counts[t, 1] = (hi - lo) - nge
+        counts[t, 2] = npos
+        counts[t, 3] = unsafe
+    c0 = cnt[0].copy()
+    h0 = hh[0].copy()
+    m0 = mn[0].copy()
+    for t in range(1, nt):
+        for b in range(APPROX_FINE):
+            c0[b] += cnt[t, b]
+            h0[b] += hh[t, b]
+            m0[b] = min(m0[b], mn[t, b])
+    return (sums.sum(), minbits.min(), counts[:, 0].sum(), counts[:, 1].sum(), counts[:, 2].sum(),
+            counts[:, 3].sum() > 0, c0, h0, m0)
+
+
+def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float, w: float,
+            margin_bits: int) -> tuple[Any, ...] | None:
+    """The range of fine bins that holds tau (approx_locate's scan in threshold.hpp).
+
+    Returns ``(bin_lo, bin_hi, count, n_above, last_min, pass_d, fail_d, g_total)`` with
+    ``pass_d``/``fail_d`` a lower and an upper bound of D next to the range, or ``None``.
+    """
+    inf = float("inf")
+    h_above, min_above, n_above, n_below, n_pos, unsafe, cnt, hh, mn = pass_result
+    if unsafe:
+        return None
+    c, eps = 1.0 / (1.0 + w), 2.0**-margin_bits
+    g_total = c * float(n_pos)
+    min_above = _radix.edge_value(int(min_above), 32) if min_above < _INF_BITS else inf  # from its raw bits
+    h, k, last_min, pass_d, fail_d = float(h_above), int(n_above), min_above, inf, -inf
+    if k > 0:
+        t = _radix.edge_value(uhi, 32)
+        d, e = t * (c * h) - c * k + m, eps * (t * (c * h) + c * k + m)
+        if not np.isfinite(d) or d < e:
+            return None  # tau above the bracket, or may be
+        pass_d = d - e
+    bins = np.flatnonzero(cnt)[::-1]  # non-empty bins, from the top
+    if bins.shape[0] == 0:
+        return None
+    hs = h + np.cumsum(hh[bins])
+    ks = k + np.cumsum(cnt[bins])
+    t = _radix.edge_values(ulo + (bins.astype(np.uint64) << np.uint64(sh)), 32)
+    with np.errstate(all="ignore"):
+        d = t * (c * hs) - c * ks + m
+        e = eps * (t * (c * hs) + c * ks + m)
+    if not np.all(np.isfinite(d)):
+        return None
+    undecided = np.flatnonzero(d < e)
+    if undecided.shape[0] == 0:  # every group inside joins: the lowest bin for its smallest gain
+        top = bins.shape[0] - 1
+    else:
+        top = int(undecided[0])
+    if top > 0:
+        pass_d, last_min = float(d[top - 1] - e[top - 1]), float(mn[bins[top - 1]])
+    fails = np.flatnonzero(d[top:] < -e[top:])
+    if fails.shape[0]:
+        bot = top + int(fails[0])
+        fail_d = float(d[bot] + e[bot])
+    else:
+        bot = bins.shape[0] - 1
+        if n_below > 0:
+            # The points below fail iff D at the bracket's bottom edge (an upper bound of
+            # their D) is negative.
+            tl = _radix.edge_value(ulo, 32)
+            hl, kl = float(hs[-1]), int(ks[-1])
+            dl, el = tl * (c * hl) - c * kl + m, eps * (tl * (c * hl) + c * kl + m)
+            if not dl < -el:
+                return None  # tau may lie below the bracket
+            fail_d = dl + el
+    count = int(ks[bot] - (ks[top - 1] if top > 0 else k))
+    if count > _radix.GATHER_MAX:
+        return None
+    n_above_range = int(ks[top - 1]) if top > 0 else k
+    bin_lo = _radix.edge_value(ulo + (int(bins[bot]) << sh), 32)
+    bin_hi = _radix.edge_value(min(uhi, ulo + ((int(bins[top]) + 1) << sh)), 32)
+    return bin_lo, bin_hi, count, n_above_range, last_min, pass_d, fail_d, g_total
+
+
+@_jit
+def _collect_block(g, lo, hi, bin_lo, bin_hi, row):
+    """The indices of ``[lo, hi)``'s points in ``[bin_lo, bin_hi)`` into ``row``; their number.
+
+    Right after the block's support pass (in cache). Runs of 64 are tested branch-free
+    first (vectorised; unsigned indices give plain vector loads) and walked only when one
+    of their points is in the range.
+    """
+    c = 0
+    i = lo
+    while i < hi:
+        e = min(hi, i + 64)
+        hit = False
+        for k in range(i, e):
+            gk = g[np.uint64(k)]
+            hit |= (gk >= bin_lo) & (gk < bin_hi)
+        if hit:
+            for k in range(i, e):
+                if g[k] >= bin_lo and g[k] < bin_hi:
+                    if c < row.shape[0]:
+                        row[c] = k
+                    c += 1
+        i = e
+    return c
+
+
+@_pjit
+def _support_collect(g, w, above, bin_lo, bin_hi, sketch, hits, nhits, tot_h, tot_g, counts, mins):
+    """Each block's canonical sums over ``g >= above`` (and its sketch row), and its points in the range."""
+    n = g.shape[0]
+    nblk = tot_h.shape[0]
+    none = np.zeros(1)  # the losses stand-in of numba_backend._losses_arg
+    for blk in nb.prange(nblk):
+        lo = blk * BLOCK
+        hi = min(n, lo + BLOCK)
+        tot_h[blk], tot_g[blk], counts[blk], mins[blk] = _support_block(g, none, False, w, above, lo, hi, sketch[blk])
+        nhits[blk] = _collect_block(g, lo, hi, bin_lo, bin_hi, hits[blk])
+
+
+@_pjit
+def _support_again(g, w, tau, blocks, sketch, tot_h, tot_g, counts, mins):
+    """The blocks ``blocks`` summed again at ``tau``."""
+    n = g.shape[0]
+    none = np.zeros(1)  # the losses stand-in of numba_backend._losses_arg
+    for j in nb.prange(blocks.shape[0]):
+        blk = blocks[j]
+        lo = blk * BLOCK
+        tot_h[blk], tot_g[blk], counts[blk], mins[blk] = _support_block(g, none, False, w, tau, lo,
+                                                                        min(n, lo + BLOCK), sketch[blk])
+
+
+def _sequential(x: np.ndarray) -> float:
+    """Block totals added in block order (the canonical total)."""
+    return float(np.cumsum(x)[-1]) if x.shape[0] else 0.0
+
+
+def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
+                     bracket: tuple[int, int] | None = None,
+                     margin_bits: int = APPROX_MARGIN_BITS) -> tuple[Any, ...] | None:
+    """``(status, tau, k*, g_total, sums or None, sketch or None)``, or ``None`` where this path does not apply.
+
+    ``bracket`` (ordered bits ``[lo, hi)``) overrides the sample's and ``margin_bits``
+    the margin (test hooks: brackets that miss, and ranges of many bins).
+    """
+    n = gains.shape[0]
+    if gains.dtype != np.float32 or n == 0:
+        return None
+    ulo, uhi = bracket if bracket is not None else _radix.sample_bracket(gains, None, w, m)
+    uhi = max(1, min(uhi, _radix.full_bracket(32)[1]))
+    ulo = min(ulo, uhi - 1)
+    if not _radix.edge_value(ulo, 32) >= _SMALLEST or not 1.0 + w < 2.0**900:
+        return None
+    sh = _radix.bracket_shift(ulo, uhi, APPROX_FINE)
+    raw = gains.view(np.uint32)
+    res = _approx_pass(gains, raw, np.float32(_radix.edge_value(ulo, 32)), np.float32(_radix.edge_value(uhi, 32)),
+                       np.uint32(ulo), np.uint32(sh), nt)
+    found = _locate(res, ulo, uhi, sh, float(m), float(w), margin_bits)
+    if found is None:
+        return None
+    bin_lo, bin_hi, count, n_above, last_min, pass_d, fail_d, g_total = found
+    nblk = -(-n // BLOCK)
+    sketch = np.full((nblk, _SKETCH_PARTS), -1.0)  # a row not written is unusable
+    hits = np.empty((nblk, _ROW), np.int64)
+    nhits = np.zeros(nblk, np.int64)
+    tot_h, tot_g, mins = np.zeros(nblk), np.zeros(nblk), np.zeros(nblk)
+    counts = np.zeros(nblk, np.int64)
+    _support_collect(gains, float(w), float(bin_hi), np.float32(bin_lo), np.float32(bin_hi), sketch, hits, nhits,
+                     tot_h, tot_g, counts, mins)
+    parts = []
+    for blk in np.flatnonzero(nhits):
+        if nhits[blk] <= _ROW:
+            parts.append(hits[blk, : nhits[blk]])
+        else:  # a row too small: the block's points in the range again
+            lo = int(blk) * BLOCK
+            block = gains[lo: lo + BLOCK]
+            parts.append(lo + np.flatnonzero((block >= np.float32(bin_lo)) & (block < np.float32(bin_hi))))
+    idx = np.concatenate(parts) if parts else np.empty(0, np.int64)
+    vals = gains[idx].astype(np.float64)
+    avals = vals + w * vals
+    h_up, g_up = _sequential(tot_h), _sequential(tot_g)
+    # D of the smallest gain above the range (the last joining group, where the range's
+    # first group fails) from these exact sums (its own group adds y/a - y/a to D).
+    pass_d = last_min * h_up - g_up + m if n_above > 0 else float("inf")
+    status, tau, kstar, _ = _radix.resolve_gathered(vals, avals, h_up, g_up, n_above, last_min, pass_d, fail_d,
+                                                    float(m), g_total, float(m) + g_total)
+    if not (status == 0 and tau > 0 and b <= kstar):
+        return status, tau, kstar, g_total, None, None
+    redo = np.unique(idx[vals >= tau] // BLOCK).astype(np.int64)
+    if redo.shape[0]:
+        _support_again(gains, float(w), float(tau), redo, sketch, tot_h, tot_g, counts, mins)
+    sums = (_sequential(tot_h), _sequential(tot_g), int(counts.sum()), float(mins.min()))
+    return status, tau, kstar, g_total, sums, sketch.reshape(-1)
