@@ -267,12 +267,24 @@ def test_resolve_gathered_flags_a_tie_at_a_later_group() -> None:
     assert got[0] == 1  # the tie is flagged
 
 
+def _handed_over(gains, losses, w, tau) -> tuple[float, float, int, float]:
+    """The support sums threshold_support hands over at tau: the NumPy definition, except
+    that with RAD losses G is count / (1 + w) and min a is a(tau) (rad_support_sums in
+    support.hpp), checked here against the definition: within 1e-12, and exactly."""
+    h, g, count, min_a = get_backend("numpy").support_sums(gains, losses, w, tau, 1)
+    if losses is None:
+        a_tau = tau + w * tau if count else float("inf")
+        assert float(min_a) == a_tau
+        assert count / (1.0 + w) == pytest.approx(float(g), rel=1e-12, abs=1e-300)
+        g, min_a = count / (1.0 + w), a_tau
+    return float(h), float(g), int(count), float(min_a)
+
+
 def _fused_matches_definition(gains, losses, w, m, b, threads) -> None:
     """The C++ search with the support sums sharing its read equals the search and then
     the NumPy definition of the canonical support sums at its tau."""
     from rad import _core
 
-    ref = get_backend("numpy")
     status, tau, kstar, g_total, has, h, g, count, min_a, sketch = _core.threshold_support(
         gains, losses, w, m, b, threads)
     assert (sketch is not None) == has
@@ -291,8 +303,7 @@ def _fused_matches_definition(gains, losses, w, m, b, threads) -> None:
     assert g_total == pytest.approx(s_g_total, rel=1e-11, abs=1e-300)
     assert has == (status == 0 and tau > 0 and b <= kstar)
     if has:
-        want = ref.support_sums(gains, losses, w, tau, 1)
-        assert (h, g, count, min_a) == (float(want[0]), float(want[1]), int(want[2]), float(want[3]))
+        assert (h, g, count, min_a) == _handed_over(gains, losses, w, tau)
 
 
 @pytest.mark.skipif("cpp" not in BACKENDS, reason="the shared read is the C++ backend's")
@@ -380,8 +391,7 @@ def _support_hook_matches(backend, gains, w, m, b, threads, lo, hi, margin_bits)
         assert g_total == pytest.approx(g_sorted, rel=1e-11, abs=1e-300)
     assert (sums is not None) == (status == 0 and tau > 0 and b <= kstar)
     if sums is not None:
-        want = get_backend("numpy").support_sums(gains, None, w, tau, 1)
-        assert tuple(sums) == (float(want[0]), float(want[1]), int(want[2]), float(want[3]))
+        assert tuple(sums) == _handed_over(gains, None, w, tau)
     return status
 
 

@@ -210,7 +210,9 @@ constexpr std::int64_t kSketchSpan = kBlock / kSketchParts;
 // Block `blk` of a pool of n points, summed into `out` at `blk` as support_block_sums
 // does; with Collecting, it also appends the block's points in [collect.lo, collect.hi)
 // to *collect.out; with a `sketch` (kSketchParts entries), it records the block's row.
-template <bool Collecting, class T>
+// Without WithG (threshold_support with RAD losses: rad_support_sums) it sums only 1/a
+// and the count: out.g is NaN and out.min_a infinite.
+template <bool Collecting, class T, bool WithG = true>
 void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, double tau, BlockSums& out,
                    Collect<T> collect = {}, double* sketch = nullptr) {
     const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
@@ -224,9 +226,11 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
         const bool in = gi >= tau && a > 0;
         const double r = 1.0 / a;
         lh[j] += in ? r : 0.0;
-        lg[j] += in ? gi * r : 0.0;
         c[j] += in;
-        mn[j] = in ? std::min(mn[j], a) : mn[j];
+        if constexpr (WithG) {
+            lg[j] += in ? gi * r : 0.0;
+            mn[j] = in ? std::min(mn[j], a) : mn[j];
+        }
         if (Collecting && g[i] >= collect.lo && g[i] < collect.hi) collect.out->push_back(i);
     };
     std::int64_t i = lo;
@@ -244,9 +248,11 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
             const l4 in = (x >= tv) & (a > zero);
             const d4 r = one / a;
             h += select(in, r, zero);
-            sg += select(in, x * r, zero);
             cnt -= in;
-            mnv = select(in & (a < mnv), a, mnv);
+            if constexpr (WithG) {
+                sg += select(in, x * r, zero);
+                mnv = select(in & (a < mnv), a, mnv);
+            }
             if constexpr (Collecting) return movemask((x >= clo) & (x < chi));
             return 0;
         };
@@ -275,7 +281,7 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
     }
     for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
     out.h[blk] = combine_lanes(lh);
-    out.g[blk] = combine_lanes(lg);
+    out.g[blk] = WithG ? combine_lanes(lg) : std::numeric_limits<double>::quiet_NaN();
     if (sketch != nullptr) {
         if (hi - lo == kBlock) sketch[kSketchParts - 1] = out.h[blk];
         else std::fill(sketch, sketch + kSketchParts, -1.0);
@@ -291,12 +297,12 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
 }
 
 // With a `sketch` (kSketchParts entries per block), the DepRound sketch too.
-template <class T>
+template <class T, bool WithG = true>
 BlockSums support_block_sums(const T* g, Losses L, std::int64_t n, double tau, int threads,
                              double* sketch = nullptr) {
     BlockSums out(num_blocks(n));
     for_each_block(n, threads, [&](std::int64_t blk) {
-        support_block<false>(g, L, n, blk, tau, out, {}, sketch ? sketch + blk * kSketchParts : nullptr);
+        support_block<false, T, WithG>(g, L, n, blk, tau, out, {}, sketch ? sketch + blk * kSketchParts : nullptr);
     });
     return out;
 }
@@ -320,6 +326,16 @@ inline SupportSums totals_of(const BlockSums& bs) {
 template <class T>
 SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int threads) {
     return totals_of(support_block_sums(g, L, n, tau, threads));
+}
+
+// The support sums threshold_support hands over with RAD losses (a = (1 + w) g): its
+// pass sums only 1/a and the count (support_block without WithG); G is count / (1 + w)
+// (each g/a is 1/(1 + w) within a few ulps, and the solution uses H and the count alone:
+// rad._solve.batch._theorem1_value) and min a is a(tau) (a grows with g).
+inline SupportSums rad_support_sums(SupportSums s, double w, double tau) {
+    s.g = static_cast<double>(s.count) / (1.0 + w);
+    s.min_a = s.count > 0 ? tau + w * tau : std::numeric_limits<double>::infinity();
+    return s;
 }
 
 // Number of q_i > 0 and the smallest gain among them.

@@ -566,7 +566,7 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
 // pass works on the float values themselves, sixteen to a vector, with no division in
 // double: H~ = c * sum 1/x over x >= hi (c = 1/(1 + w); the reciprocals in float, summed
 // in float over runs of four vectors, then in double), G~ = c * count (each g_i / a_i is
-// 1/(1 + w) within a few ulps). Inside the bracket each point's 1/x is taken in double.
+// 1/(1 + w) within a few ulps). Inside the bracket each point's float 1/x is added in double.
 // Each float reciprocal is within 2^-24 of 1/x and each run's float sum within 3 * 2^-24
 // (positive terms), so |H~ - H| < 2^-21 H, and |D~ - D| < 2^-21 (t H + G + m) at any
 // edge t. A bin edge whose D~ lies within 2^-margin_bits (t H~ + G~ + m) of zero (20 by
@@ -575,13 +575,13 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
 // Gains above 2^125 (1/x would be subnormal in float) or a bracket reaching below
 // 2^-125 send the search to the exact pass (bracket_locate), as does an invalid value.
 
-constexpr int kApproxFineBits = 15;
+constexpr int kApproxFineBits = 14;
 constexpr int kApproxFine = 1 << kApproxFineBits;
 constexpr int kApproxMarginBits = 20;
 
 struct ApproxBin {
     std::int64_t count = 0;
-    double h = 0.0;  // sum of 1/x in double
+    double h = 0.0;  // sum of the float 1/x, in double
     double min = std::numeric_limits<double>::infinity();
 };
 
@@ -609,13 +609,14 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         for (int j = 0; j < 16; ++j) above += n_up[j], ge_lo += n_ge[j], positive += n_pos[j];
         n_up = n_ge = n_pos = i16{};
     };
-    auto inside = [&](std::int64_t i) {
+    alignas(64) float rrun[kRun];  // the run's float reciprocals, for its points inside
+    auto inside = [&](std::int64_t i, float r) {
         const float v = g[i];
         std::uint32_t u;
         std::memcpy(&u, &v, sizeof u);
         ApproxBin& bin = fine[(u - ulo) >> sh];
         bin.count += 1;
-        bin.h += 1.0 / static_cast<double>(v);
+        bin.h += r;
         bin.min = std::min(bin.min, static_cast<double>(v));
     };
     std::int64_t i = lo;
@@ -632,6 +633,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
             std::memcpy(&x, g + i + q, sizeof x);
             const i16 up = x >= hi_v, ge = x >= lo_v;
             const f16 r = one / x;
+            std::memcpy(rrun + q, &r, sizeof r);
             run += reinterpret_cast<f16>(reinterpret_cast<i16>(r) & up);
             n_up -= up;
             n_ge -= ge;
@@ -646,7 +648,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         std::memcpy(&hi8, reinterpret_cast<const char*>(&run) + sizeof lo8, sizeof hi8);
         h0 += __builtin_convertvector(lo8, d8);
         h1 += __builtin_convertvector(hi8, d8);
-        for (; in; in &= in - 1) inside(i + __builtin_ctzll(in));
+        for (; in; in &= in - 1) inside(i + __builtin_ctzll(in), rrun[__builtin_ctzll(in)]);
     }
     flush_counts();
     double h = 0.0, m = inf;
@@ -666,7 +668,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
             m = std::min(m, static_cast<double>(v));
             ge_lo += 1;
         } else if (v >= from_bits<float>(ulo)) {
-            inside(i);
+            inside(i, 1.0f / v);
             ge_lo += 1;
         }
     }
@@ -873,11 +875,19 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
     SearchSums out;
     const Located<T> loc = first_pass(g, L, n, m, threads, br, margin_bits);
     auto wants_sums = [&](const ThresholdResult& r) { return r.status == 0 && r.tau > 0 && b <= r.kstar; };
+    // With RAD losses the passes sum only 1/a and the count (rad_support_sums).
+    const bool rad = L.values == nullptr;
+    auto totals = [&](const BlockSums& bs, double tau) {
+        return rad ? rad_support_sums(totals_of(bs), L.w, tau) : totals_of(bs);
+    };
     if (loc.done) {
         out.search = loc.result;
         if (wants_sums(out.search) && !cancelled()) {
             out.sketch.resize(static_cast<size_t>(num_blocks(n) * kSketchParts));
-            out.sums = totals_of(support_block_sums(g, L, n, out.search.tau, threads, out.sketch.data()));
+            const double tau = out.search.tau;
+            out.sums = totals(rad ? support_block_sums<T, false>(g, L, n, tau, threads, out.sketch.data())
+                                  : support_block_sums<T, true>(g, L, n, tau, threads, out.sketch.data()),
+                              tau);
             out.has_sums = true;
         }
         return out;
@@ -887,10 +897,15 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
     std::vector<std::vector<std::int64_t>> hits(static_cast<size_t>(nb));  // boundary points per block
     const double above = static_cast<double>(loc.bin_hi);
     std::vector<double> sketch(static_cast<size_t>(nb * kSketchParts));  // rows redone below with the sums
-    for_each_block(n, threads, [&](std::int64_t blk) {
-        support_block<true>(g, L, n, blk, above, bs, Collect<T>{loc.bin_lo, loc.bin_hi, &hits[static_cast<size_t>(blk)]},
-                            sketch.data() + blk * kSketchParts);
-    });
+    // Block blk summed over g >= t into bs (collecting the range's points where asked).
+    auto sum_block = [&](std::int64_t blk, double t, auto collecting) {
+        constexpr bool C = decltype(collecting)::value;
+        const Collect<T> c = C ? Collect<T>{loc.bin_lo, loc.bin_hi, &hits[static_cast<size_t>(blk)]} : Collect<T>{};
+        double* row = sketch.data() + blk * kSketchParts;
+        if (rad) support_block<C, T, false>(g, L, n, blk, t, bs, c, row);
+        else support_block<C, T, true>(g, L, n, blk, t, bs, c, row);
+    };
+    for_each_block(n, threads, [&](std::int64_t blk) { sum_block(blk, above, std::true_type{}); });
     if (cancelled()) return out;
     std::vector<std::pair<double, double>> items;
     items.reserve(static_cast<size_t>(loc.bin_count));
@@ -899,7 +914,7 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
             const double gi = g[i];
             items.emplace_back(gi, gi + L.at(i, gi));
         }
-    const SupportSums up = totals_of(bs);  // over g >= bin_hi
+    const SupportSums up = totals(bs, above);  // over g >= bin_hi (min_a unused)
     // D of the smallest gain above the range (the last joining group, where the range's
     // first group fails) from these sums: its own group adds y/a - y/a to D, so the sums
     // may include it. Exact, where the first pass had only a bound.
@@ -916,11 +931,10 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
                 break;
             }
     parallel_for(static_cast<std::int64_t>(redo.size()), threads, [&](std::int64_t k) {
-        const std::int64_t blk = redo[static_cast<size_t>(k)];
-        support_block<false>(g, L, n, blk, tau, bs, {}, sketch.data() + blk * kSketchParts);
+        sum_block(redo[static_cast<size_t>(k)], tau, std::false_type{});
     });
     if (cancelled()) return out;
-    out.sums = totals_of(bs);
+    out.sums = totals(bs, tau);
     out.has_sums = true;
     out.sketch = std::move(sketch);
     return out;

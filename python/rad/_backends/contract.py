@@ -25,6 +25,7 @@ from rad._backends.params import Params
 
 __all__ = [
     "SKETCH_PARTS", "CappedArrays", "FloatArray", "IndexArray", "Kernels", "RoundSketch", "missing_kernels",
+    "rad_support_sums",
     "search_then_sums",
 ]
 
@@ -104,9 +105,10 @@ class Kernels(Protocol):
 
         Returns ``(status, tau, k*, G_n, sums or None, sketch or None)``; the sums are at
         ``tau`` when the search decided (status 0), ``tau > 0`` and ``b <= k*``. The same
-        bits as the two kernels in turn (:func:`search_then_sums` is that definition); the
-        C++ backend shares a read of the gains between them, and records the DepRound
-        sketch with the sums.
+        bits as the two kernels in turn (:func:`search_then_sums` is that definition),
+        except that with RAD losses only ``H`` and the count are summed
+        (:func:`rad_support_sums`); the compiled backends share a read of the gains
+        between them, and record the DepRound sketch with the sums.
         """
 
     def bit_histogram(
@@ -206,6 +208,17 @@ REQUIRED = tuple(
 ) + ("name", "has_openmp", "SORTFREE")
 
 
+def rad_support_sums(h: float, count: int, w: float, tau: float) -> tuple[float, float, int, float]:
+    """The support sums :meth:`Kernels.threshold_support` hands over with RAD losses.
+
+    With ``a = (1 + w) g`` its pass sums only ``H`` (canonically) and the count: ``G`` is
+    ``count / (1 + w)`` (each ``g/a`` is ``1/(1 + w)`` within a few ulps, and the solution
+    uses ``H`` and the count alone: ``rad._solve.batch._theorem1_value``) and ``min a`` is
+    ``a(tau)``, as ``a`` grows with ``g``. ``rad_support_sums`` in ``support.hpp`` again.
+    """
+    return float(h), count / (1.0 + w), int(count), (tau + w * tau if count > 0 else float("inf"))
+
+
 def search_then_sums(
     kernels: Any, gains: FloatArray, losses: FloatArray | None, w: float, m: float, b: int, threads: int
 ) -> tuple[int, float, int, float, tuple[float, float, int, float] | None, None]:
@@ -215,6 +228,8 @@ def search_then_sums(
     if status == 0 and tau > 0 and b <= kstar:
         h, g, count, min_a = kernels.support_sums(gains, losses, w, tau, threads)
         sums = (float(h), float(g), int(count), float(min_a))
+        if losses is None:
+            sums = rad_support_sums(float(h), int(count), w, float(tau))
     return int(status), float(tau), int(kstar), float(g_total), sums, None
 
 

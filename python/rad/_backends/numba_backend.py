@@ -23,7 +23,7 @@ from numba.extending import intrinsic as _intrinsic
 from rad._backends import numpy_backend as _reference
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK, ONE, finish_in_place, merge_leftovers
-from rad._backends.contract import SKETCH_PARTS, RoundSketch
+from rad._backends.contract import SKETCH_PARTS, RoundSketch, rad_support_sums
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MIX1, MIX2, stream_state
 
@@ -207,8 +207,11 @@ _SKETCH_SPAN = BLOCK // _SKETCH_PARTS
 
 
 @_jit
-def _support_block(g, losses, has_losses, w, tau, lo, hi, sketch):
+def _support_block(g, losses, has_losses, w, tau, lo, hi, sketch, with_g=True):
     """One block's canonical totals ``(sum 1/a, sum g/a, count, min a)`` over the support.
+
+    Without ``with_g`` (threshold_support with RAD losses: ``rad_support_sums`` in
+    support.hpp) only ``1/a`` and the count: ``sum g/a`` comes back NaN and ``min a`` inf.
 
     Runs of 64 in two steps, because LLVM vectorises neither a division nor a lane's
     running sum written as one loop: the terms of the 64 items as a map into small buffers
@@ -234,23 +237,32 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi, sketch):
         _prefetch_run(g, i0, 64)
         if has_losses:
             _prefetch_run(losses, i0, 64)
-        for j in range(64):
-            r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, np.uint64(i0 + j))
-            r_buf[j] = r
-            gr_buf[j] = gr
-            a_buf[j] = a
-            c += sel
+        if with_g:
+            for j in range(64):
+                r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, np.uint64(i0 + j))
+                r_buf[j] = r
+                gr_buf[j] = gr
+                a_buf[j] = a
+                c += sel
+        else:
+            for j in range(64):
+                r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, np.uint64(i0 + j))
+                r_buf[j] = r
+                c += sel
         h = (lh[0], lh[1], lh[2], lh[3], lh[4], lh[5], lh[6], lh[7])
-        s = (lg[0], lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7])
-        mn = (lm[0], lm[1], lm[2], lm[3], lm[4], lm[5], lm[6], lm[7])
         for k in range(0, 64, 8):
             h = _lanes_add(h, r_buf, k)
-            s = _lanes_add(s, gr_buf, k)
-            mn = _lanes_min(mn, a_buf, k)
         for q in range(8):
             lh[q] = h[q]
-            lg[q] = s[q]
-            lm[q] = mn[q]
+        if with_g:
+            s = (lg[0], lg[1], lg[2], lg[3], lg[4], lg[5], lg[6], lg[7])
+            mn = (lm[0], lm[1], lm[2], lm[3], lm[4], lm[5], lm[6], lm[7])
+            for k in range(0, 64, 8):
+                s = _lanes_add(s, gr_buf, k)
+                mn = _lanes_min(mn, a_buf, k)
+            for q in range(8):
+                lg[q] = s[q]
+                lm[q] = mn[q]
         i0 += 64
     for i in range(i0, hi):
         r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, i)
@@ -264,14 +276,17 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi, sketch):
             sketch[_SKETCH_PARTS - 1] = h_total
         else:
             sketch[:] = -1.0
+    if not with_g:
+        return h_total, np.nan, c, _INF
     return h_total, ((lg[0] + lg[1]) + (lg[2] + lg[3])) + ((lg[4] + lg[5]) + (lg[6] + lg[7])), c, lm.min()
 
 
 @_pjit
-def _support_sums(g, losses, has_losses, w, tau, sketch):
+def _support_sums(g, losses, has_losses, w, tau, sketch, with_g=True):
     """Canonical per-block totals: see rad._backends.canonical.block_totals.
 
-    ``sketch`` is ``(blocks, _SKETCH_PARTS)`` to record the DepRound sketch, else ``(0, 0)``.
+    ``sketch`` is ``(blocks, _SKETCH_PARTS)`` to record the DepRound sketch, else ``(0, 0)``;
+    ``with_g`` as :func:`_support_block`'s.
     """
     n = g.shape[0]
     nblk = (n + BLOCK - 1) // BLOCK
@@ -284,7 +299,7 @@ def _support_sums(g, losses, has_losses, w, tau, sketch):
         lo = blk * BLOCK
         row = sketch[blk] if sketch.shape[0] == nblk else none
         tot_h[blk], tot_g[blk], counts[blk], mins[blk] = _support_block(g, losses, has_losses, w, tau, lo,
-                                                                        min(n, lo + BLOCK), row)
+                                                                        min(n, lo + BLOCK), row, with_g)
     rh = 0.0
     rg = 0.0
     for blk in range(nblk):
@@ -1086,9 +1101,9 @@ def threshold_support(gains, losses, w, m, b, threads):
     _use_threads(threads)
     lv, has = _losses_arg(losses)
     sketch = np.full((-(-gains.shape[0] // BLOCK), _SKETCH_PARTS), -1.0)  # a row not written is unusable
-    h, g, c, mn = _support_sums(gains, lv, has, float(w), float(tau), sketch)
-    return (int(status), float(tau), int(kstar), float(g_total), (float(h), float(g), int(c), float(mn)),
-            RoundSketch(float(tau), sketch.reshape(-1)))
+    h, g, c, mn = _support_sums(gains, lv, has, float(w), float(tau), sketch, has)
+    sums = (float(h), float(g), int(c), float(mn)) if has else rad_support_sums(float(h), int(c), float(w), float(tau))
+    return int(status), float(tau), int(kstar), float(g_total), sums, RoundSketch(float(tau), sketch.reshape(-1))
 
 
 def threshold_search(gains, losses, w, m, threads):

@@ -28,12 +28,13 @@ import numpy as np
 
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK
+from rad._backends.contract import rad_support_sums
 from rad._backends.numba_backend import _SKETCH_PARTS, _jit, _pjit, _prefetch_run, _support_block, _trailing_zeros
 
 __all__ = ["APPROX_FINE", "APPROX_MARGIN_BITS", "search_with_sums"]
 
 #: Fine bins of the float32 first pass (kApproxFine in threshold.hpp).
-APPROX_FINE = 1 << 15
+APPROX_FINE = 1 << 14
 #: The first pass's margin of doubt, 2^-20 (t H~ + G~ + m): twice its error bound.
 APPROX_MARGIN_BITS = 20
 # Bits of the float 2^125: a larger gain's float reciprocal would be subnormal (and a raw
@@ -42,7 +43,7 @@ _SAFE_BITS = np.uint32(0x7E000000)
 _INF_BITS = np.uint32(0x7F800000)
 _SMALLEST = 2.0**-125
 # Collected points a block keeps in its row; a block with more is scanned again.
-_ROW = 64
+_ROW = 16
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
@@ -212,14 +213,15 @@ def _collect_block(g, lo, hi, bin_lo, bin_hi, row):
 
 @_pjit
 def _support_collect(g, w, above, bin_lo, bin_hi, sketch, hits, nhits, tot_h, tot_g, counts, mins):
-    """Each block's canonical sums over ``g >= above`` (and its sketch row), and its points in the range."""
+    """Each block's canonical sum of ``1/a`` and count over ``g >= above``, its sketch row, its points in the range."""
     n = g.shape[0]
     nblk = tot_h.shape[0]
     none = np.zeros(1)  # the losses stand-in of numba_backend._losses_arg
     for blk in nb.prange(nblk):
         lo = blk * BLOCK
         hi = min(n, lo + BLOCK)
-        tot_h[blk], tot_g[blk], counts[blk], mins[blk] = _support_block(g, none, False, w, above, lo, hi, sketch[blk])
+        tot_h[blk], tot_g[blk], counts[blk], mins[blk] = _support_block(g, none, False, w, above, lo, hi, sketch[blk],
+                                                                        False)
         nhits[blk] = _collect_block(g, lo, hi, bin_lo, bin_hi, hits[blk])
 
 
@@ -232,7 +234,7 @@ def _support_again(g, w, tau, blocks, sketch, tot_h, tot_g, counts, mins):
         blk = blocks[j]
         lo = blk * BLOCK
         tot_h[blk], tot_g[blk], counts[blk], mins[blk] = _support_block(g, none, False, w, tau, lo,
-                                                                        min(n, lo + BLOCK), sketch[blk])
+                                                                        min(n, lo + BLOCK), sketch[blk], False)
 
 
 def _sequential(x: np.ndarray) -> float:
@@ -283,7 +285,7 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     idx = np.concatenate(parts) if parts else np.empty(0, np.int64)
     vals = gains[idx].astype(np.float64)
     avals = vals + w * vals
-    h_up, g_up = _sequential(tot_h), _sequential(tot_g)
+    h_up, g_up, _, _ = rad_support_sums(_sequential(tot_h), int(counts.sum()), w, float(bin_hi))
     # D of the smallest gain above the range (the last joining group, where the range's
     # first group fails) from these exact sums (its own group adds y/a - y/a to D).
     pass_d = last_min * h_up - g_up + m if n_above > 0 else float("inf")
@@ -294,5 +296,5 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     redo = np.unique(idx[vals >= tau] // BLOCK).astype(np.int64)
     if redo.shape[0]:
         _support_again(gains, float(w), float(tau), redo, sketch, tot_h, tot_g, counts, mins)
-    sums = (_sequential(tot_h), _sequential(tot_g), int(counts.sum()), float(mins.min()))
+    sums = rad_support_sums(_sequential(tot_h), int(counts.sum()), w, float(tau))
     return status, tau, kstar, g_total, sums, sketch.reshape(-1)
