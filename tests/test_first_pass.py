@@ -442,3 +442,16 @@ def test_float32_first_pass_across_blocks(backend: str, kind: str, margin_bits: 
                     assert got[1:3] == want[1:3] and got[4] == want[4]
                 _support_hook_matches(backend, gains, w, m, b, threads, tau * 0.99, tau * 1.01, margin_bits)
                 _support_hook_matches(backend, gains, w, m, b, threads, tau, up, margin_bits)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bad", [np.nan, -1.0, np.inf, -np.inf])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_invalid_value_in_a_sampled_pool(backend: str, bad: float, dtype) -> None:
+    """An invalid gain in a pool large enough for the sampled bracket is reported with its
+    index (a NaN is neither above nor below a bracket: Numba's bracket pass once binned
+    it past the end of its histogram and crashed)."""
+    gains = np.random.default_rng(0).random(300_000).astype(dtype)
+    gains[123_457] = bad
+    with pytest.raises(ValueError, match="123457"):
+        rad.select(gains, 0.3 * gains.shape[0], 1000, rng=1, backend=backend, threads=2)

@@ -596,18 +596,22 @@ struct alignas(64) ApproxAcc {
 inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, std::uint32_t ulo, std::uint32_t uhi,
                               int sh, ApproxAcc& acc, ApproxBin* fine) {
     using namespace simd;
+    // The raw bits as unsigned integers: for the valid values below 2^125 they order as
+    // the values do, and every other pattern (negative, -0.0, infinite, NaN, too large)
+    // compares above the bits of 2^125: one compare flags them all.
+    typedef std::uint32_t u16 __attribute__((vector_size(64)));
+    constexpr std::uint32_t kSafeBits = 0x7E000000u;  // 2^125
     constexpr int kRun = 64;          // points per float partial sum (four vectors)
     constexpr std::int64_t kFlush = 1 << 16;  // points per flush of the int32 lane counts
-    const float inf = std::numeric_limits<float>::infinity();
-    const f16 zero = {}, one = zero + 1.0f, lo_v = zero + from_bits<float>(ulo), hi_v = zero + from_bits<float>(uhi),
-              safe = zero + 0x1p125f;
-    f16 mn = zero + inf;
-    i16 n_up = {}, n_ge = {}, n_pos = {}, unsafe = {};
+    const f16 zero = {}, one = zero + 1.0f;
+    const u16 uz = {}, lo_u = uz + ulo, hi_u = uz + uhi, safe_u = uz + kSafeBits, all_u = uz + 0xFFFFFFFFu;
+    u16 mn = all_u;  // the smallest bits above the bracket
+    i16 n_up = {}, n_pos = {}, unsafe = {};
     d8 h0 = splat8(0.0), h1 = splat8(0.0);
-    std::int64_t above = 0, ge_lo = 0, positive = 0;
+    std::int64_t above = 0, inside_n = 0, positive = 0;
     auto flush_counts = [&]() {
-        for (int j = 0; j < 16; ++j) above += n_up[j], ge_lo += n_ge[j], positive += n_pos[j];
-        n_up = n_ge = n_pos = i16{};
+        for (int j = 0; j < 16; ++j) above += n_up[j], positive += n_pos[j];
+        n_up = n_pos = i16{};
     };
     alignas(64) float rrun[kRun];  // the run's float reciprocals, for its points inside
     auto inside = [&](std::int64_t i, float r) {
@@ -618,6 +622,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         bin.count += 1;
         bin.h += r;
         bin.min = std::min(bin.min, static_cast<double>(v));
+        ++inside_n;
     };
     std::int64_t i = lo;
     for (; i + kRun <= hi; i += kRun) {
@@ -631,16 +636,16 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         for (int q = 0; q < kRun; q += 16) {
             f16 x;
             std::memcpy(&x, g + i + q, sizeof x);
-            const i16 up = x >= hi_v, ge = x >= lo_v;
+            const u16 u = reinterpret_cast<u16>(x);
+            const i16 up = reinterpret_cast<i16>(u >= hi_u), ge = reinterpret_cast<i16>(u >= lo_u);
             const f16 r = one / x;
             std::memcpy(rrun + q, &r, sizeof r);
             run += reinterpret_cast<f16>(reinterpret_cast<i16>(r) & up);
             n_up -= up;
-            n_ge -= ge;
-            n_pos -= x > zero;
-            unsafe |= ~((x >= zero) & (x <= safe));
-            const i16 lower = up & (x < mn);
-            mn = reinterpret_cast<f16>((reinterpret_cast<i16>(x) & lower) | (reinterpret_cast<i16>(mn) & ~lower));
+            n_pos -= reinterpret_cast<i16>(u != uz);
+            unsafe |= reinterpret_cast<i16>(u > safe_u);
+            const u16 cand = reinterpret_cast<u16>((reinterpret_cast<i16>(u) & up) | (reinterpret_cast<i16>(all_u) & ~up));
+            mn = cand < mn ? cand : mn;
             in |= static_cast<std::uint64_t>(movemask(ge & ~up)) << q;
         }
         f8 lo8, hi8;
@@ -651,13 +656,15 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         for (; in; in &= in - 1) inside(i + __builtin_ctzll(in), rrun[__builtin_ctzll(in)]);
     }
     flush_counts();
-    double h = 0.0, m = inf;
+    double h = 0.0;
+    std::uint32_t mbits = 0xFFFFFFFFu;
     bool bad = false;
     for (int j = 0; j < 8; ++j) h += h0[j] + h1[j];
     for (int j = 0; j < 16; ++j) {
-        m = std::min(m, static_cast<double>(mn[j]));
+        mbits = std::min(mbits, static_cast<std::uint32_t>(mn[j]));
         bad |= unsafe[j] != 0;
     }
+    double m = mbits == 0xFFFFFFFFu ? std::numeric_limits<double>::infinity() : static_cast<double>(from_bits<float>(mbits));
     for (; i < hi; ++i) {
         const float v = g[i];
         bad |= !(v >= 0.0f && v <= 0x1p125f);
@@ -666,16 +673,14 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
             h += 1.0 / static_cast<double>(v);
             above += 1;
             m = std::min(m, static_cast<double>(v));
-            ge_lo += 1;
         } else if (v >= from_bits<float>(ulo)) {
             inside(i, 1.0f / v);
-            ge_lo += 1;
         }
     }
     acc.h = h;
     acc.min = m;
     acc.above = above;
-    acc.below = (hi - lo) - ge_lo;
+    acc.below = (hi - lo) - above - inside_n;
     acc.positive = positive;
     acc.unsafe = bad;
 }

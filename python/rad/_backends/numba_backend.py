@@ -946,7 +946,9 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
             na += up
             minb = min(minb, u if up else inf_bits)
             nbl += below
-            inmask |= np.uint64((not up) & (not below)) << np.uint64(ii - c0)
+            # Inside: lo <= g < hi, which a NaN is not (it is neither up nor below, and
+            # its bin would lie past the histogram's end).
+            inmask |= np.uint64((gi >= lo_v) & (not up)) << np.uint64(ii - c0)
         while inmask:
             k = _trailing_zeros(inmask)
             inmask &= inmask - np.uint64(1)
