@@ -48,7 +48,7 @@ _ROW = 16
 
 @nb.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
 def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
-    """One thread's share of the float32 first pass: ``(h_above, min_above, n_above, n_ge_lo, n_pos, unsafe)``.
+    """One thread's share of the float32 first pass: ``(h_above, min_above, n_above, n_inside, n_pos, unsafe)``.
 
     ``1/x`` in float for every point (vectorised), added in double over the points above
     the bracket (``reassoc``: a sum that only steers decisions with a margin; each term is
@@ -57,7 +57,7 @@ def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
     ha = 0.0
     minb = _INF_BITS  # the smallest gain above, as raw bits (an integer min vectorises; a float one did not)
     na = 0
-    nge = 0
+    n_in = 0
     npos = 0
     unsafe = 0
     one = np.float32(1.0)
@@ -75,7 +75,6 @@ def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
             r = one / x  # 1/0 = inf (error_model="numpy"), selected away
             ha += np.float64(r) if up else 0.0
             na += up
-            nge += ge
             npos += x > zero
             minb = min(minb, raw[i] if up else _INF_BITS)
             inmask |= np.uint64(ge & (not up)) << np.uint64(ii - c0)
@@ -83,13 +82,14 @@ def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
             k = _trailing_zeros(inmask)
             inmask &= inmask - np.uint64(1)
             i = c0 + k
+            n_in += 1
             v = np.float64(g[i])
             b = (raw[i] - ulo) >> sh
             cnt[b] += 1
             hh[b] += 1.0 / v
             if v < mn[b]:
                 mn[b] = v
-    return ha, minb, na, nge, npos, unsafe
+    return ha, minb, na, n_in, npos, unsafe
 
 
 @_pjit
@@ -103,11 +103,11 @@ def _approx_pass(g, raw, lo_v, hi_v, ulo, sh, nt):
     counts = np.zeros((nt, 4), np.int64)
     for t in nb.prange(nt):
         lo, hi = n * t // nt, n * (t + 1) // nt
-        ha, minb, na, nge, npos, unsafe = _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt[t], hh[t], mn[t])
+        ha, minb, na, n_in, npos, unsafe = _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt[t], hh[t], mn[t])
         sums[t] = ha
         minbits[t] = minb
         counts[t, 0] = na
-        counts[t, 1] = (hi - lo) - nge
+        counts[t, 1] = (hi - lo) - na - n_in
         counts[t, 2] = npos
         counts[t, 3] = unsafe
     c0 = cnt[0].copy()
