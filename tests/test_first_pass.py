@@ -455,3 +455,45 @@ def test_invalid_value_in_a_sampled_pool(backend: str, bad: float, dtype) -> Non
     gains[123_457] = bad
     with pytest.raises(ValueError, match="123457"):
         rad.select(gains, 0.3 * gains.shape[0], 1000, rng=1, backend=backend, threads=2)
+
+
+def _approx_sums(backend: str, gains: np.ndarray, lo: float, hi: float, threads: int) -> tuple:
+    """The float32 first pass's (sum of float 1/x above the bracket, n above, n below, n positive, unsafe)."""
+    if backend == "cpp":
+        from rad import _core
+
+        return _core.approx_first_pass_sums(gains, lo, hi, threads)
+    from rad._backends import numba_first_pass as fp
+    from rad._backends.radix_select import bracket_shift, ordered_bits
+
+    ulo, uhi = ordered_bits(lo, 32), ordered_bits(hi, 32)
+    res = fp._approx_pass(gains, gains.view(np.uint32), np.float32(lo), np.float32(hi), np.uint32(ulo),
+                          np.uint32(bracket_shift(ulo, uhi, fp.APPROX_FINE)), threads)
+    return float(res[0]), int(res[2]), int(res[3]), int(res[4]), bool(res[5])
+
+
+@pytest.mark.parametrize("backend", sorted(SUPPORT_HOOKS))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_float32_first_pass_sum_within_its_bound(backend: str, threads: int) -> None:
+    """The first pass's sum of float reciprocals is within 2^-21 of the exact sum (its
+    margin of doubt is 2^-20) on a pool where every float reciprocal rounds up by at least
+    0.4 of its largest error 2^-24: the errors add up instead of cancelling (the sum is
+    measured at least 0.4 * 2^-24 high, so the pool does stress it). A reciprocal with a
+    larger error (an approximate instruction, fast math) or longer runs of float sums
+    would break the bound."""
+    import math
+
+    x = np.random.default_rng(0).uniform(0.5, 1.0, 2_000_000).astype(np.float32)
+    xd = x.astype(np.float64)
+    up = ((np.float32(1.0) / x).astype(np.float64) - 1.0 / xd) * xd  # relative error of the float 1/x
+    pool = np.tile(x[up > 0.4 * 2.0**-24], 8)
+    exact = math.fsum((1.0 / pool.astype(np.float64)).tolist())
+    h, above, below, positive, unsafe = _approx_sums(backend, pool, 0.25, 0.5, threads)
+    assert (above, below, positive, unsafe) == (pool.shape[0], 0, pool.shape[0], False)
+    rel = (h - exact) / exact
+    assert 0.4 * 2.0**-24 <= rel <= 2.0**-21
+    # -0.0 is a valid gain below any bracket: the pass goes on (it is neither unsafe nor positive).
+    z = pool.copy()
+    z[::1000] = -0.0
+    h0, above0, below0, positive0, unsafe0 = _approx_sums(backend, z, 0.25, 0.5, threads)
+    assert (below0, unsafe0) == (z.shape[0] - above0, False) and positive0 == above0 == int(np.count_nonzero(z))

@@ -32,6 +32,9 @@ def threshold_support_bracketed(
     gains: _Float, losses: Optional[_F64], w: float, m: float, b: int, threads: int, lo: float, hi: float,
     margin_bits: int,
 ) -> tuple[int, float, int, float, bool, float, float, int, float]: ...
+def approx_first_pass_sums(
+    gains: NDArray[np.float32], lo: float, hi: float, threads: int
+) -> tuple[float, int, int, int, bool]: ...
 def stream_sum(x: _Float, threads: int) -> float: ...
 def support_sums(
     gains: _Float, losses: Optional[_F64], w: float, tau: float, threads: int

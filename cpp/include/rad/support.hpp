@@ -331,7 +331,8 @@ SupportSums support_sums(const T* g, Losses L, std::int64_t n, double tau, int t
 // The support sums threshold_support hands over with RAD losses (a = (1 + w) g): its
 // pass sums only 1/a and the count (support_block without WithG); G is count / (1 + w)
 // (each g/a is 1/(1 + w) within a few ulps, and the solution uses H and the count alone:
-// rad._solve.batch._theorem1_value) and min a is a(tau) (a grows with g).
+// rad._solve.batch._theorem1_value) and min a is a(tau) (a grows with g). Precondition:
+// every a finite (rad._solve.batch rescales the gains where (1 + w) max g would overflow).
 inline SupportSums rad_support_sums(SupportSums s, double w, double tau) {
     s.g = static_cast<double>(s.count) / (1.0 + w);
     s.min_a = s.count > 0 ? tau + w * tau : std::numeric_limits<double>::infinity();

@@ -572,8 +572,10 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
 // edge t. A bin edge whose D~ lies within 2^-margin_bits (t H~ + G~ + m) of zero (20 by
 // default: twice the error) is undecided, and the range handed on spans every bin from
 // the first undecided one down to the first certainly failing one: tau lies in it.
-// Gains above 2^125 (1/x would be subnormal in float) or a bracket reaching below
-// 2^-125 send the search to the exact pass (bracket_locate), as does an invalid value.
+// Gains above 2^125 (1/x would be subnormal in float), a bracket reaching below 2^-125,
+// or 1 + w above 2^897 (a = (1 + w) g could overflow: rad_support_sums needs every a
+// finite) send the search to the exact pass (bracket_locate), as does an invalid value.
+// The double sums are flushed every 2^16 points, so the bound holds at any n.
 
 constexpr int kApproxFineBits = 14;
 constexpr int kApproxFine = 1 << kApproxFineBits;
@@ -596,22 +598,26 @@ struct alignas(64) ApproxAcc {
 inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, std::uint32_t ulo, std::uint32_t uhi,
                               int sh, ApproxAcc& acc, ApproxBin* fine) {
     using namespace simd;
-    // The raw bits as unsigned integers: for the valid values below 2^125 they order as
-    // the values do, and every other pattern (negative, -0.0, infinite, NaN, too large)
-    // compares above the bits of 2^125: one compare flags them all.
+    // The raw bits as unsigned integers, sign bit cleared (-0.0 is 0): for the valid
+    // values below 2^125 they order as the values do. Every pattern above the bits of
+    // 2^125 but -0.0's (negative, infinite, NaN, too large) is flagged.
     typedef std::uint32_t u16 __attribute__((vector_size(64)));
     constexpr std::uint32_t kSafeBits = 0x7E000000u;  // 2^125
     constexpr int kRun = 64;          // points per float partial sum (four vectors)
     constexpr std::int64_t kFlush = 1 << 16;  // points per flush of the int32 lane counts
     const f16 zero = {}, one = zero + 1.0f;
-    const u16 uz = {}, lo_u = uz + ulo, hi_u = uz + uhi, safe_u = uz + kSafeBits, all_u = uz + 0xFFFFFFFFu;
+    const u16 uz = {}, lo_u = uz + ulo, hi_u = uz + uhi, safe_u = uz + kSafeBits, all_u = uz + 0xFFFFFFFFu,
+              sign_u = uz + 0x80000000u, abs_u = uz + 0x7FFFFFFFu;
     u16 mn = all_u;  // the smallest bits above the bracket
     i16 n_up = {}, n_pos = {}, unsafe = {};
     d8 h0 = splat8(0.0), h1 = splat8(0.0);
+    double h = 0.0;
     std::int64_t above = 0, inside_n = 0, positive = 0;
-    auto flush_counts = [&]() {
+    auto flush = [&]() {  // the lane counts (at most 4,096 each) and sums, every 2^16 points
         for (int j = 0; j < 16; ++j) above += n_up[j], positive += n_pos[j];
         n_up = n_pos = i16{};
+        for (int j = 0; j < 8; ++j) h += h0[j] + h1[j];
+        h0 = h1 = splat8(0.0);
     };
     alignas(64) float rrun[kRun];  // the run's float reciprocals, for its points inside
     auto inside = [&](std::int64_t i, float r) {
@@ -628,7 +634,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
     for (; i + kRun <= hi; i += kRun) {
         if (((i - lo) & (kFlush - 1)) == 0) {
             if (cancelled()) break;
-            flush_counts();
+            flush();
         }
         prefetch_lines(g + i, kRun * sizeof(float));
         f16 run = zero;
@@ -636,14 +642,14 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         for (int q = 0; q < kRun; q += 16) {
             f16 x;
             std::memcpy(&x, g + i + q, sizeof x);
-            const u16 u = reinterpret_cast<u16>(x);
+            const u16 raw = reinterpret_cast<u16>(x), u = raw & abs_u;
             const i16 up = reinterpret_cast<i16>(u >= hi_u), ge = reinterpret_cast<i16>(u >= lo_u);
             const f16 r = one / x;
             std::memcpy(rrun + q, &r, sizeof r);
             run += reinterpret_cast<f16>(reinterpret_cast<i16>(r) & up);
             n_up -= up;
             n_pos -= reinterpret_cast<i16>(u != uz);
-            unsafe |= reinterpret_cast<i16>(u > safe_u);
+            unsafe |= reinterpret_cast<i16>(raw > safe_u) & reinterpret_cast<i16>(raw != sign_u);
             const u16 cand = reinterpret_cast<u16>((reinterpret_cast<i16>(u) & up) | (reinterpret_cast<i16>(all_u) & ~up));
             mn = cand < mn ? cand : mn;
             in |= static_cast<std::uint64_t>(movemask(ge & ~up)) << q;
@@ -655,11 +661,9 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         h1 += __builtin_convertvector(hi8, d8);
         for (; in; in &= in - 1) inside(i + __builtin_ctzll(in), rrun[__builtin_ctzll(in)]);
     }
-    flush_counts();
-    double h = 0.0;
+    flush();
     std::uint32_t mbits = 0xFFFFFFFFu;
     bool bad = false;
-    for (int j = 0; j < 8; ++j) h += h0[j] + h1[j];
     for (int j = 0; j < 16; ++j) {
         mbits = std::min(mbits, static_cast<std::uint32_t>(mn[j]));
         bad |= unsafe[j] != 0;
@@ -710,7 +714,7 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
     br.hi = std::max(U(1), std::min(br.hi, full_hi));
     if (br.lo >= br.hi) br.lo = br.hi - 1;
     const U ulo = br.lo, uhi = br.hi;
-    if (!(from_bits<float>(ulo) >= 0x1p-125f) || !(1.0 + w < 0x1p900)) {
+    if (!(from_bits<float>(ulo) >= 0x1p-125f) || !(1.0 + w <= 0x1p897)) {  // a = (1 + w) g finite
         out.exact = true;
         return out;
     }

@@ -215,6 +215,8 @@ def rad_support_sums(h: float, count: int, w: float, tau: float) -> tuple[float,
     ``count / (1 + w)`` (each ``g/a`` is ``1/(1 + w)`` within a few ulps, and the solution
     uses ``H`` and the count alone: ``rad._solve.batch._theorem1_value``) and ``min a`` is
     ``a(tau)``, as ``a`` grows with ``g``. ``rad_support_sums`` in ``support.hpp`` again.
+    Precondition: every ``a`` finite (:mod:`rad._solve.batch` rescales the gains where
+    ``(1 + w) max g`` would overflow).
     """
     return float(h), count / (1.0 + w), int(count), (tau + w * tau if count > 0 else float("inf"))
 

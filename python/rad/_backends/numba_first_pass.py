@@ -13,10 +13,10 @@ float32 gains with RAD losses (``a = (1 + w) g``):
    collected point at or above ``tau`` are summed again at ``tau``.
 
 The support sums are the canonical ones (:func:`rad._backends.numba_backend.support_sums`
-at ``tau``), bit for bit. Where the first pass cannot decide (a gain above ``2^125`` or a
-bracket reaching below ``2^-125``, an invalid value, ``tau`` outside the bracket, too many
-points in the range) :func:`search_with_sums` returns ``None`` and the caller takes the
-search and the support pass in turn.
+at ``tau``), bit for bit. Where the first pass cannot decide (a gain above ``2^125``, a
+bracket reaching below ``2^-125``, ``1 + w`` above ``2^897``, an invalid value, ``tau``
+outside the bracket, too many points in the range) :func:`search_with_sums` returns
+``None`` and the caller takes the search and the support pass in turn.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ APPROX_FINE = 1 << 14
 #: The first pass's margin of doubt, 2^-20 (t H~ + G~ + m): twice its error bound.
 APPROX_MARGIN_BITS = 20
 # Bits of the float 2^125: a larger gain's float reciprocal would be subnormal (and a raw
-# value above it is also any negative, infinite or NaN one).
+# value above it is also any negative, infinite or NaN one, or -0.0, which is valid).
 _SAFE_BITS = np.uint32(0x7E000000)
 _INF_BITS = np.uint32(0x7F800000)
+_NEG_ZERO = np.uint32(0x80000000)  # -0.0: valid, and below any bracket here
 _SMALLEST = 2.0**-125
 # Collected points a block keeps in its row; a block with more is scanned again.
 _ROW = 16
@@ -54,7 +55,8 @@ def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
     the bracket (``reassoc``: a sum that only steers decisions with a margin; each term is
     within 2^-24 of ``1/x``). The points inside go to the fine bins with ``1/x`` in double.
     """
-    ha = 0.0
+    ha = 0.0  # the sum so far; hb the current 2^16 points' (so the double sums' error stays small at any n)
+    hb = 0.0
     minb = _INF_BITS  # the smallest gain above, as raw bits (an integer min vectorises; a float one did not)
     na = 0
     n_in = 0
@@ -64,16 +66,19 @@ def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
     zero = np.float32(0.0)
     for c0 in range(lo, hi, 64):
         c1 = min(hi, c0 + 64)
+        if (c0 - lo) & 0xFFFF == 0:
+            ha += hb
+            hb = 0.0
         _prefetch_run(g, c0, 64)
         inmask = np.uint64(0)
         for ii in range(c0, c1):
             i = np.uint64(ii)
             x = g[i]
-            unsafe += raw[i] > _SAFE_BITS
+            unsafe += (raw[i] > _SAFE_BITS) & (raw[i] != _NEG_ZERO)
             up = x >= hi_v
             ge = x >= lo_v
             r = one / x  # 1/0 = inf (error_model="numpy"), selected away
-            ha += np.float64(r) if up else 0.0
+            hb += np.float64(r) if up else 0.0
             na += up
             npos += x > zero
             minb = min(minb, raw[i] if up else _INF_BITS)
@@ -89,7 +94,7 @@ def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
             hh[b] += 1.0 / v
             if v < mn[b]:
                 mn[b] = v
-    return ha, minb, na, n_in, npos, unsafe
+    return ha + hb, minb, na, n_in, npos, unsafe
 
 
 @_pjit
@@ -256,7 +261,7 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     ulo, uhi = bracket if bracket is not None else _radix.sample_bracket(gains, None, w, m)
     uhi = max(1, min(uhi, _radix.full_bracket(32)[1]))
     ulo = min(ulo, uhi - 1)
-    if not _radix.edge_value(ulo, 32) >= _SMALLEST or not 1.0 + w < 2.0**900:
+    if not _radix.edge_value(ulo, 32) >= _SMALLEST or not 1.0 + w <= 2.0**897:  # a = (1 + w) g finite
         return None
     sh = _radix.bracket_shift(ulo, uhi, APPROX_FINE)
     raw = gains.view(np.uint32)
