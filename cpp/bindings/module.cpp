@@ -485,29 +485,13 @@ PYBIND11_MODULE(_core, m) {
     // n positive, unsafe); the tests hold the sum to its documented error bound.
     m.def("approx_first_pass_sums", [](Arr<float> g, double lo, double hi, int threads) {
         threads = checked_threads(threads);
-        require(lo >= 0 && hi >= lo && !std::isnan(lo) && !std::isnan(hi), "the bracket must be 0 <= lo <= hi");
+        require(lo >= 0 && hi > lo && !std::isnan(lo) && !std::isnan(hi), "the bracket must be 0 <= lo < hi");
         const float* gp = g.data();
         const std::int64_t n = g.size();
         const std::uint32_t ulo = rad::ordered_bits(static_cast<float>(lo)), uhi = rad::ordered_bits(static_cast<float>(hi));
-        int sh = 0;
-        while (sh < 32 && ((uhi - ulo - 1) >> sh) >= static_cast<std::uint32_t>(rad::kApproxFine)) ++sh;
-        const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, rad::num_blocks(n))));
-        std::vector<rad::ApproxAcc> acc(static_cast<size_t>(nt));
-        std::vector<rad::ApproxBin> fine(static_cast<size_t>(nt) * rad::kApproxFine);
-        interruptible(n, [&] {
-#ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
-            for (int t = 0; t < nt; ++t)
-                rad::approx_pass_range(gp, n * t / nt, n * (t + 1) / nt, ulo, uhi, sh, acc[t],
-                                       &fine[static_cast<size_t>(t) * rad::kApproxFine]);
-            return 0;
-        });
-        double h = 0.0;
-        std::int64_t above = 0, below = 0, positive = 0;
-        bool unsafe = false;
-        for (const auto& a : acc) h += a.h, above += a.above, below += a.below, positive += a.positive, unsafe |= a.unsafe;
-        return std::make_tuple(h, above, below, positive, unsafe);
+        require(ulo < uhi, "the bracket must hold a float value");
+        const rad::ApproxPass p = interruptible(n, [&] { return rad::approx_pass(gp, n, threads, ulo, uhi); });
+        return std::make_tuple(p.tot.h, p.tot.above, p.tot.below, p.tot.positive, p.tot.unsafe);
     }, py::arg("gains").noconvert(), py::arg("lo"), py::arg("hi"), py::arg("threads"));
     // Test hook: the bounds sketch.hpp derives from each block's sketch row (units prefixes
     // U(0..kSketchParts)), and whether the row is usable; the tests check exact prefixes against them.

@@ -37,7 +37,21 @@ struct HistBin {
     std::int64_t count = 0;
     double h = 0.0, g = 0.0;
     double min = std::numeric_limits<double>::infinity();
+
+    void add(const HistBin& o) {
+        count += o.count;
+        h += o.h;
+        g += o.g;
+        min = std::min(min, o.min);
+    }
 };
+
+// The per-thread histograms (rows of `bins` in `hist`, one per thread) added into row 0.
+template <class Bin>
+void fold_rows(std::vector<Bin>& hist, int nt, int bins) {
+    for (int t = 1; t < nt; ++t)
+        for (int b = 0; b < bins; ++b) hist[b].add(hist[static_cast<size_t>(t) * bins + b]);
+}
 
 template <class T>
 inline T from_bits(uint_of<T> u) {
@@ -143,15 +157,7 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
             res.status = 2;
             return res;
         }
-        for (int t = 1; t < nt; ++t)
-            for (int b = 0; b < kBins; ++b) {
-                HistBin& d = hist[b];
-                const HistBin& s = hist[static_cast<size_t>(t) * kBins + b];
-                d.count += s.count;
-                d.h += s.h;
-                d.g += s.g;
-                d.min = std::min(d.min, s.min);
-            }
+        fold_rows(hist, nt, kBins);
         if (level == 0) {
             for (int b = 0; b < kBins; ++b) res.g_total += hist[b].g;
             scale += res.g_total;
@@ -493,16 +499,7 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
         out.result = ThresholdResult{2, 0.0, 0, 0.0};
         return out;
     }
-    for (int t = 1; t < nt; ++t)
-        for (int b = 0; b < kFine; ++b) {
-            const size_t s = static_cast<size_t>(t) * kFine + b;
-            HistBin& d = fine[b];
-            const HistBin& o = fine[s];
-            d.count += o.count;
-            d.h += o.h;
-            d.g += o.g;
-            d.min = std::min(d.min, o.min);
-        }
+    fold_rows(fine, nt, kFine);
     const double g_total = tot.g_total, scale = m + g_total;
     double acc_h = tot.h, acc_g = tot.g, last_min = tot.min, pass_d = inf, fail_d = -inf;
     std::int64_t acc_n = tot.above;
@@ -585,6 +582,12 @@ struct ApproxBin {
     std::int64_t count = 0;
     double h = 0.0;  // sum of the float 1/x, in double
     double min = std::numeric_limits<double>::infinity();
+
+    void add(const ApproxBin& o) {
+        count += o.count;
+        h += o.h;
+        min = std::min(min, o.min);
+    }
 };
 
 struct alignas(64) ApproxAcc {
@@ -592,6 +595,13 @@ struct alignas(64) ApproxAcc {
     double min = std::numeric_limits<double>::infinity();
     std::int64_t above = 0, below = 0, positive = 0;
     bool unsafe = false;  // an invalid value, or one outside the float reciprocal's range
+
+    void add(const ApproxAcc& o) {
+        h += o.h;
+        min = std::min(min, o.min);
+        above += o.above, below += o.below, positive += o.positive;
+        unsafe |= o.unsafe;
+    }
 };
 
 // One thread's share [lo, hi) of the float32 first pass.
@@ -689,9 +699,36 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
     acc.unsafe = bad;
 }
 
+// The float32 first pass over a bracket [ulo, uhi) of bits (ulo < uhi) on up to `threads`
+// threads: the totals, and the fine bins (2^sh bits each) of the points inside.
+struct ApproxPass {
+    ApproxAcc tot;
+    std::vector<ApproxBin> fine;  // kApproxFine bins (the threads' rows, folded into the first)
+    int sh = 0, nt = 1;
+};
+
+inline ApproxPass approx_pass(const float* g, std::int64_t n, int threads, std::uint32_t ulo, std::uint32_t uhi) {
+    ApproxPass p;
+    while (p.sh < 32 && ((uhi - ulo - 1) >> p.sh) >= static_cast<std::uint32_t>(kApproxFine)) ++p.sh;
+    p.nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(std::max(1, threads), num_blocks(n))));
+    const int nt = p.nt;
+    std::vector<ApproxAcc> acc(static_cast<size_t>(nt));
+    p.fine.resize(static_cast<size_t>(nt) * kApproxFine);
+#ifdef RAD_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; ++t)
+        approx_pass_range(g, n * t / nt, n * (t + 1) / nt, ulo, uhi, p.sh, acc[t],
+                          &p.fine[static_cast<size_t>(t) * kApproxFine]);
+    for (const ApproxAcc& a : acc) p.tot.add(a);
+    fold_rows(p.fine, nt, kApproxFine);
+    p.fine.resize(kApproxFine);
+    return p;
+}
+
 // The float32 first pass with bracket `br` up to the range of fine bins that holds tau
-// (Located with `approx` set: acc_h and acc_g are unknown, the support pass sums them;
-// pass_d and fail_d are a lower and an upper bound of D). `exact` comes back set where
+// (Located with acc_h, acc_g and pass_d unknown: threshold_support takes them from the
+// support pass's exact sums; fail_d is an upper bound of D). `exact` comes back set where
 // this pass cannot decide (see above): the caller runs bracket_locate instead.
 struct ApproxLocated {
     bool exact = false;
@@ -718,41 +755,20 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
         out.exact = true;
         return out;
     }
-    int sh = 0;
-    while (sh < 32 && ((uhi - ulo - 1) >> sh) >= static_cast<U>(kApproxFine)) ++sh;
-    const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(std::max(1, threads), num_blocks(n))));
-    std::vector<ApproxAcc> acc(static_cast<size_t>(nt));
-    std::vector<ApproxBin> fine(static_cast<size_t>(nt) * kApproxFine);
-#ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
-    for (int t = 0; t < nt; ++t)
-        approx_pass_range(g, n * t / nt, n * (t + 1) / nt, ulo, uhi, sh, acc[t], &fine[static_cast<size_t>(t) * kApproxFine]);
-    ApproxAcc tot;
-    for (const ApproxAcc& a : acc) {
-        tot.unsafe |= a.unsafe;
-        tot.h += a.h;
-        tot.min = std::min(tot.min, a.min);
-        tot.above += a.above, tot.below += a.below, tot.positive += a.positive;
-    }
+    const ApproxPass pass = approx_pass(g, n, threads, ulo, uhi);
+    const ApproxAcc& tot = pass.tot;
+    const std::vector<ApproxBin>& fine = pass.fine;
+    const int sh = pass.sh;
     if (tot.unsafe || cancelled()) {
         out.exact = true;
         return out;
     }
-    for (int t = 1; t < nt; ++t)
-        for (int b = 0; b < kApproxFine; ++b) {
-            ApproxBin& d = fine[b];
-            const ApproxBin& o = fine[static_cast<size_t>(t) * kApproxFine + b];
-            d.count += o.count;
-            d.h += o.h;
-            d.min = std::min(d.min, o.min);
-        }
     const double c = 1.0 / (1.0 + w), eps = std::ldexp(1.0, -margin_bits);
     const double g_total = c * static_cast<double>(tot.positive);
     // D~ at edge t with sums (h, count) and its margin of doubt.
     auto d_of = [&](double t, double h, std::int64_t k) { return t * (c * h) - c * static_cast<double>(k) + m; };
     auto doubt = [&](double t, double h, std::int64_t k) { return eps * (t * (c * h) + c * static_cast<double>(k) + m); };
-    double h = tot.h, pass_lb = inf, fail_ub = -inf, last_min = tot.min;
+    double h = tot.h, fail_ub = -inf, last_min = tot.min;
     std::int64_t k = tot.above;
     if (k > 0) {
         const double t = from_bits<float>(uhi), d = d_of(t, h, k);
@@ -761,7 +777,6 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
             return out;
         }
         if (d < doubt(t, h, k)) return fallback();  // tau above the bracket, or may be
-        pass_lb = d - doubt(t, h, k);
     }
     auto edge = [&](int b) { return static_cast<double>(from_bits<float>(static_cast<U>(ulo + (static_cast<U>(b) << sh)))); };
     int top = -1, bot = -1, lowest = -1;
@@ -775,7 +790,6 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
         k += bin.count;
         const double t = edge(b), d = d_of(t, h, k), e = doubt(t, h, k);
         if (top < 0 && d >= e) {  // every group of the bin joins
-            pass_lb = d - e;
             min_above = last_min;
             last_min = bin.min;
             above_range = k;
@@ -818,8 +832,9 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
     loc.acc_n = above_range;
     loc.acc_h = loc.acc_g = std::numeric_limits<double>::quiet_NaN();  // from the support pass
     loc.last_min = last_min;
-    loc.pass_d = pass_lb, loc.fail_d = fail_ub, loc.g_total = g_total, loc.scale = m + g_total;
-    loc.nt = nt;
+    loc.pass_d = std::numeric_limits<double>::quiet_NaN();  // from the support pass
+    loc.fail_d = fail_ub, loc.g_total = g_total, loc.scale = m + g_total;
+    loc.nt = pass.nt;
     return out;
 }
 

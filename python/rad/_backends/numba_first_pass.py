@@ -131,8 +131,9 @@ def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float,
             margin_bits: int) -> tuple[Any, ...] | None:
     """The range of fine bins that holds tau (approx_locate's scan in threshold.hpp).
 
-    Returns ``(bin_lo, bin_hi, count, n_above, last_min, pass_d, fail_d, g_total)`` with
-    ``pass_d``/``fail_d`` a lower and an upper bound of D next to the range, or ``None``.
+    Returns ``(bin_lo, bin_hi, count, n_above, last_min, fail_d, g_total)`` with ``fail_d``
+    an upper bound of D below the range, or ``None``. (D above it, ``pass_d``, comes from
+    the support pass's exact sums: :func:`search_with_sums`.)
     """
     inf = float("inf")
     h_above, min_above, n_above, n_below, n_pos, unsafe, cnt, hh, mn = pass_result
@@ -141,13 +142,12 @@ def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float,
     c, eps = 1.0 / (1.0 + w), 2.0**-margin_bits
     g_total = c * float(n_pos)
     min_above = _radix.edge_value(int(min_above), 32) if min_above < _INF_BITS else inf  # from its raw bits
-    h, k, last_min, pass_d, fail_d = float(h_above), int(n_above), min_above, inf, -inf
+    h, k, last_min, fail_d = float(h_above), int(n_above), min_above, -inf
     if k > 0:
         t = _radix.edge_value(uhi, 32)
         d, e = t * (c * h) - c * k + m, eps * (t * (c * h) + c * k + m)
         if not np.isfinite(d) or d < e:
             return None  # tau above the bracket, or may be
-        pass_d = d - e
     bins = np.flatnonzero(cnt)[::-1]  # non-empty bins, from the top
     if bins.shape[0] == 0:
         return None
@@ -165,7 +165,7 @@ def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float,
     else:
         top = int(undecided[0])
     if top > 0:
-        pass_d, last_min = float(d[top - 1] - e[top - 1]), float(mn[bins[top - 1]])
+        last_min = float(mn[bins[top - 1]])
     fails = np.flatnonzero(d[top:] < -e[top:])
     if fails.shape[0]:
         bot = top + int(fails[0])
@@ -187,7 +187,7 @@ def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float,
     n_above_range = int(ks[top - 1]) if top > 0 else k
     bin_lo = _radix.edge_value(ulo + (int(bins[bot]) << sh), 32)
     bin_hi = _radix.edge_value(min(uhi, ulo + ((int(bins[top]) + 1) << sh)), 32)
-    return bin_lo, bin_hi, count, n_above_range, last_min, pass_d, fail_d, g_total
+    return bin_lo, bin_hi, count, n_above_range, last_min, fail_d, g_total
 
 
 @_jit
@@ -217,7 +217,7 @@ def _collect_block(g, lo, hi, bin_lo, bin_hi, row):
 
 
 @_pjit
-def _support_collect(g, w, above, bin_lo, bin_hi, sketch, hits, nhits, tot_h, tot_g, counts, mins):
+def _support_collect(g, w, above, bin_lo, bin_hi, sketch, hits, nhits, tot_h, counts):
     """Each block's canonical sum of ``1/a`` and count over ``g >= above``, its sketch row, its points in the range."""
     n = g.shape[0]
     nblk = tot_h.shape[0]
@@ -225,21 +225,20 @@ def _support_collect(g, w, above, bin_lo, bin_hi, sketch, hits, nhits, tot_h, to
     for blk in nb.prange(nblk):
         lo = blk * BLOCK
         hi = min(n, lo + BLOCK)
-        tot_h[blk], tot_g[blk], counts[blk], mins[blk] = _support_block(g, none, False, w, above, lo, hi, sketch[blk],
-                                                                        False)
+        tot_h[blk], _, counts[blk], _ = _support_block(g, none, False, w, above, lo, hi, sketch[blk], False)
         nhits[blk] = _collect_block(g, lo, hi, bin_lo, bin_hi, hits[blk])
 
 
 @_pjit
-def _support_again(g, w, tau, blocks, sketch, tot_h, tot_g, counts, mins):
+def _support_again(g, w, tau, blocks, sketch, tot_h, counts):
     """The blocks ``blocks`` summed again at ``tau``."""
     n = g.shape[0]
     none = np.zeros(1)  # the losses stand-in of numba_backend._losses_arg
     for j in nb.prange(blocks.shape[0]):
         blk = blocks[j]
         lo = blk * BLOCK
-        tot_h[blk], tot_g[blk], counts[blk], mins[blk] = _support_block(g, none, False, w, tau, lo,
-                                                                        min(n, lo + BLOCK), sketch[blk], False)
+        tot_h[blk], _, counts[blk], _ = _support_block(g, none, False, w, tau, lo, min(n, lo + BLOCK), sketch[blk],
+                                                       False)
 
 
 def _sequential(x: np.ndarray) -> float:
@@ -270,15 +269,15 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     found = _locate(res, ulo, uhi, sh, float(m), float(w), margin_bits)
     if found is None:
         return None
-    bin_lo, bin_hi, count, n_above, last_min, pass_d, fail_d, g_total = found
+    bin_lo, bin_hi, count, n_above, last_min, fail_d, g_total = found
     nblk = -(-n // BLOCK)
     sketch = np.full((nblk, _SKETCH_PARTS), -1.0)  # a row not written is unusable
     hits = np.empty((nblk, _ROW), np.int64)
     nhits = np.zeros(nblk, np.int64)
-    tot_h, tot_g, mins = np.zeros(nblk), np.zeros(nblk), np.zeros(nblk)
+    tot_h = np.zeros(nblk)
     counts = np.zeros(nblk, np.int64)
     _support_collect(gains, float(w), float(bin_hi), np.float32(bin_lo), np.float32(bin_hi), sketch, hits, nhits,
-                     tot_h, tot_g, counts, mins)
+                     tot_h, counts)
     parts = []
     for blk in np.flatnonzero(nhits):
         if nhits[blk] <= _ROW:
@@ -300,6 +299,6 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
         return status, tau, kstar, g_total, None, None
     redo = np.unique(idx[vals >= tau] // BLOCK).astype(np.int64)
     if redo.shape[0]:
-        _support_again(gains, float(w), float(tau), redo, sketch, tot_h, tot_g, counts, mins)
+        _support_again(gains, float(w), float(tau), redo, sketch, tot_h, counts)
     sums = rad_support_sums(_sequential(tot_h), int(counts.sum()), w, float(tau))
     return status, tau, kstar, g_total, sums, sketch.reshape(-1)
