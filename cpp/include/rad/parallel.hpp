@@ -130,9 +130,10 @@ inline double sum_blocks(const std::vector<double>& block_totals) {
     return run;
 }
 
-// Four-wide vectors (GCC/Clang vector extensions): the streaming passes are written with
-// them so that they vectorise for certain (masks and selects, no branches, no division
-// under a condition). IEEE operations lane by lane: the same bits as scalar code.
+// Four-wide vectors (GCC/Clang vector extensions; the streaming passes use the eight-wide
+// d8 below, the capped path's span sums these): written so that they vectorise for certain
+// (masks and selects, no branches, no division under a condition). IEEE operations lane by
+// lane: the same bits as scalar code.
 namespace simd {
 typedef double d4 __attribute__((vector_size(32)));
 typedef std::int64_t l4 __attribute__((vector_size(32)));

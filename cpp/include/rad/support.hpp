@@ -235,49 +235,44 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
     };
     std::int64_t i = lo;
     {
-        // Lanes 0-3 and 4-7 as two 4-wide vectors: lane j still adds item p % 8 == j in
-        // order, the same operations as item(), so the same bits (vectorised for certain).
+        // One 8-wide vector (simd::d8): lane j adds item p % 8 == j in order, the same
+        // operations as item(), so the same bits (vectorised for certain).
         using namespace simd;
-        const d4 zero = splat(0.0), one = splat(1.0), tv = splat(tau), w = splat(L.w);
-        const d4 clo = splat(static_cast<double>(collect.lo)), chi = splat(static_cast<double>(collect.hi));
-        d4 h0 = zero, h1 = zero, s0 = zero, s1 = zero, m0 = splat(inf), m1 = splat(inf);
-        l4 c0 = {}, c1 = {};
-        auto step = [&](std::int64_t p, d4& h, d4& sg, d4& mnv, l4& cnt) -> unsigned {
-            const d4 x = load(g + p);
-            const d4 a = L.values ? x + load(L.values + p) : x + w * x;
-            const l4 in = (x >= tv) & (a > zero);
-            const d4 r = one / a;
-            h += select(in, r, zero);
-            cnt -= in;
-            if constexpr (WithG) {
-                sg += select(in, x * r, zero);
-                mnv = select(in & (a < mnv), a, mnv);
-            }
-            if constexpr (Collecting) return movemask((x >= clo) & (x < chi));
-            return 0;
-        };
+        const d8 zero = splat8(0.0), one = splat8(1.0), tv = splat8(tau), w = splat8(L.w);
+        const d8 clo = splat8(static_cast<double>(collect.lo)), chi = splat8(static_cast<double>(collect.hi));
+        d8 hv = zero, sv = zero, mv = splat8(inf);
+        l8 cv = {};
         auto step8 = [&](std::int64_t p) {
-            const unsigned hit = step(p, h0, s0, m0, c0) | (step(p + 4, h1, s1, m1, c1) << 4);
-            if (Collecting && hit)
-                for (int j = 0; j < kLanes; ++j)
-                    if (hit >> j & 1u) collect.out->push_back(p + j);
+            const d8 x = load8(g + p);
+            const d8 a = L.values ? x + load8(L.values + p) : x + w * x;
+            const l8 in = (x >= tv) & (a > zero);
+            const d8 r = one / a;
+            hv += select(in, r, zero);
+            cv -= in;
+            if constexpr (WithG) {
+                sv += select(in, x * r, zero);
+                mv = select(in & (a < mv), a, mv);
+            }
+            if constexpr (Collecting) {
+                const unsigned hit = movemask((x >= clo) & (x < chi));
+                if (hit)
+                    for (int j = 0; j < kLanes; ++j)
+                        if (hit >> j & 1u) collect.out->push_back(p + j);
+            }
         };
         constexpr std::int64_t kRun = 64;
         const bool sketching = sketch != nullptr && hi - lo == kBlock;
         for (; i + kRun <= hi; i += kRun) {
             if (sketching && i > lo && ((i - lo) & (kSketchSpan - 1)) == 0) {
-                const d4 t = h0 + h1;  // any order: the sketch is a bound, not a canonical sum
-                sketch[(i - lo) / kSketchSpan - 1] = (t[0] + t[1]) + (t[2] + t[3]);
+                // any order: the sketch is a bound, not a canonical sum
+                sketch[(i - lo) / kSketchSpan - 1] = ((hv[0] + hv[1]) + (hv[2] + hv[3])) + ((hv[4] + hv[5]) + (hv[6] + hv[7]));
             }
             prefetch_lines(g + i, kRun * sizeof(T));
             if (L.values) prefetch_lines(L.values + i, kRun * sizeof(double));
             for (std::int64_t q = 0; q < kRun; q += kLanes) step8(i + q);
         }
         for (; i + kLanes <= hi; i += kLanes) step8(i);
-        for (int j = 0; j < 4; ++j) {
-            lh[j] = h0[j], lh[j + 4] = h1[j], lg[j] = s0[j], lg[j + 4] = s1[j];
-            mn[j] = m0[j], mn[j + 4] = m1[j], c[j] = c0[j], c[j + 4] = c1[j];
-        }
+        for (int j = 0; j < kLanes; ++j) lh[j] = hv[j], lg[j] = sv[j], mn[j] = mv[j], c[j] = cv[j];
     }
     for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
     out.h[blk] = combine_lanes(lh);
