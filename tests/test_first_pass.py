@@ -457,6 +457,22 @@ def test_invalid_value_in_a_sampled_pool(backend: str, bad: float, dtype) -> Non
         rad.select(gains, 0.3 * gains.shape[0], 1000, rng=1, backend=backend, threads=2)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_negative_values_inside_the_bracket(backend: str, dtype) -> None:
+    """Negative gains whose magnitudes lie inside the sampled bracket (and above and below
+    it) are reported by index, on every thread count. The C++ float32 pass binned such a
+    point by its raw bits (sign included), far past the end of its fine bins."""
+    gains = np.random.default_rng(0).random(300_000).astype(dtype)
+    # Between the sample's runs of 64 (2^14 points, every 1,176th run start): the sample
+    # sees only valid gains, so the bracket is narrow and the pass meets the negatives.
+    where = 1176 * np.arange(100, 255) + 600
+    gains[where] = -np.linspace(0.0005, 0.9995, where.shape[0])
+    for threads in (1, 2):
+        with pytest.raises(ValueError, match=str(where[0])):
+            rad.select(gains, 0.3 * gains.shape[0], 1000, rng=1, backend=backend, threads=threads)
+
+
 def _approx_sums(backend: str, gains: np.ndarray, lo: float, hi: float, threads: int) -> tuple:
     """The float32 first pass's (sum of float 1/x above the bracket, n above, n below, n positive, unsafe)."""
     if backend == "cpp":

@@ -629,16 +629,27 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         for (int j = 0; j < 8; ++j) h += h0[j] + h1[j];
         h0 = h1 = splat8(0.0);
     };
-    alignas(64) float rrun[kRun];  // the run's float reciprocals, for its points inside
-    auto inside = [&](std::int64_t i, float r) {
-        const float v = g[i];
+    // A point inside the bracket goes to its fine bin with its float reciprocal (the IEEE
+    // quotient, as the vector's), in index order. It comes as its magnitude (the bits the
+    // bracket was tested on): a negative value, flagged unsafe, must still find a bin.
+    auto inside = [&](float v) {
         std::uint32_t u;
         std::memcpy(&u, &v, sizeof u);
         ApproxBin& bin = fine[(u - ulo) >> sh];
         bin.count += 1;
-        bin.h += r;
+        bin.h += 1.0f / v;
         bin.min = std::min(bin.min, static_cast<double>(v));
         ++inside_n;
+    };
+    // The inside points are compressed into `buf` by the vector loop and binned in batches:
+    // binning them from the vector loop took a branch per run whose outcome is random
+    // (about a third of the runs hold one), which cost as much as the rest of the pass.
+    constexpr int kBuf = 2048;
+    alignas(64) float buf[kBuf + kRun];
+    int nbuf = 0;
+    auto drain = [&]() {
+        for (int j = 0; j < nbuf; ++j) inside(buf[j]);
+        nbuf = 0;
     };
     std::int64_t i = lo;
     for (; i + kRun <= hi; i += kRun) {
@@ -648,29 +659,34 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         }
         prefetch_lines(g + i, kRun * sizeof(float));
         f16 run = zero;
-        std::uint64_t in = 0;
         for (int q = 0; q < kRun; q += 16) {
             f16 x;
             std::memcpy(&x, g + i + q, sizeof x);
             const u16 raw = reinterpret_cast<u16>(x), u = raw & abs_u;
             const i16 up = reinterpret_cast<i16>(u >= hi_u), ge = reinterpret_cast<i16>(u >= lo_u);
             const f16 r = one / x;
-            std::memcpy(rrun + q, &r, sizeof r);
             run += reinterpret_cast<f16>(reinterpret_cast<i16>(r) & up);
             n_up -= up;
             n_pos -= reinterpret_cast<i16>(u != uz);
             unsafe |= reinterpret_cast<i16>(raw > safe_u) & reinterpret_cast<i16>(raw != sign_u);
             const u16 cand = reinterpret_cast<u16>((reinterpret_cast<i16>(u) & up) | (reinterpret_cast<i16>(all_u) & ~up));
             mn = cand < mn ? cand : mn;
-            in |= static_cast<std::uint64_t>(movemask(ge & ~up)) << q;
+            const unsigned k = movemask(ge & ~up);
+#if defined(__AVX512F__)
+            _mm512_mask_compressstoreu_ps(buf + nbuf, static_cast<__mmask16>(k), reinterpret_cast<__m512>(u));
+            nbuf += __builtin_popcount(k);
+#else
+            for (unsigned b = k; b; b &= b - 1) buf[nbuf++] = reinterpret_cast<f16>(u)[__builtin_ctz(b)];
+#endif
         }
         f8 lo8, hi8;
         std::memcpy(&lo8, &run, sizeof lo8);
         std::memcpy(&hi8, reinterpret_cast<const char*>(&run) + sizeof lo8, sizeof hi8);
         h0 += __builtin_convertvector(lo8, d8);
         h1 += __builtin_convertvector(hi8, d8);
-        for (; in; in &= in - 1) inside(i + __builtin_ctzll(in), rrun[__builtin_ctzll(in)]);
+        if (nbuf > kBuf - kRun) drain();
     }
+    drain();
     flush();
     std::uint32_t mbits = 0xFFFFFFFFu;
     bool bad = false;
@@ -680,15 +696,15 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
     }
     double m = mbits == 0xFFFFFFFFu ? std::numeric_limits<double>::infinity() : static_cast<double>(from_bits<float>(mbits));
     for (; i < hi; ++i) {
-        const float v = g[i];
+        const float v = g[i], x = std::fabs(v);  // magnitudes, as in the vector loop
         bad |= !(v >= 0.0f && v <= 0x1p125f);
         positive += v > 0.0f;
-        if (v >= from_bits<float>(uhi)) {
-            h += 1.0 / static_cast<double>(v);
+        if (x >= from_bits<float>(uhi)) {
+            h += 1.0 / static_cast<double>(x);
             above += 1;
-            m = std::min(m, static_cast<double>(v));
-        } else if (v >= from_bits<float>(ulo)) {
-            inside(i, 1.0f / v);
+            m = std::min(m, static_cast<double>(x));
+        } else if (x >= from_bits<float>(ulo)) {
+            inside(x);
         }
     }
     acc.h = h;
