@@ -513,3 +513,77 @@ def test_float32_first_pass_sum_within_its_bound(backend: str, threads: int) -> 
     z[::1000] = -0.0
     h0, above0, below0, positive0, unsafe0 = _approx_sums(backend, z, 0.25, 0.5, threads)
     assert (below0, unsafe0) == (z.shape[0] - above0, False) and positive0 == above0 == int(np.count_nonzero(z))
+
+
+# --------------------------------------------------------------- Numba's compress intrinsics
+# The first pass and the bracket pass bin their points inside the bracket from buffers that
+# two LLVM intrinsics fill (masked compress-stores): each against NumPy, and the passes
+# again where LLVM must lower them without AVX-512.
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="Numba not installed")
+def test_compress_intrinsics_against_numpy() -> None:
+    import numba as nb
+
+    from rad._backends.numba_backend import _compress_bits, _compress_inside
+
+    @nb.njit
+    def inside(raw, ulo, uhi, buf):
+        pos = 0
+        for i in range(0, raw.shape[0], 16):
+            pos += _compress_inside(raw, i, ulo, uhi, buf, pos)
+        return pos
+
+    @nb.njit
+    def bits(masks, buf):
+        pos = 0
+        for j in range(masks.shape[0]):
+            pos += _compress_bits(masks[j], 1000 + 64 * j, buf, pos)
+        return pos
+
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-2.0, 2.0, 16 * 500).astype(np.float32)
+    x[::37] = np.nan
+    x[::41] = -0.0
+    raw = x.view(np.uint32)
+    ulo, uhi = np.uint32(np.float32(0.25).view(np.uint32)), np.uint32(np.float32(0.75).view(np.uint32))
+    mag = raw & np.uint32(0x7FFFFFFF)
+    want = mag[(mag >= ulo) & (mag < uhi)]
+    buf = np.zeros(x.shape[0] + 16, np.uint32)
+    got = inside(raw, ulo, uhi, buf)
+    assert got == want.shape[0] > 1000
+    np.testing.assert_array_equal(buf[:got], want)
+
+    masks = rng.integers(0, 2**63, 300, dtype=np.int64).astype(np.uint64) & rng.integers(0, 2**63, 300).astype(np.uint64)
+    masks[:3] = [0, np.uint64(2**64 - 1), np.uint64(2**63)]
+    want_idx = np.concatenate([1000 + 64 * j + np.flatnonzero([(int(mk) >> k) & 1 for k in range(64)])
+                               for j, mk in enumerate(masks)])
+    ibuf = np.zeros(64 * masks.shape[0] + 64, np.int64)
+    got = bits(masks, ibuf)
+    assert got == want_idx.shape[0]
+    np.testing.assert_array_equal(ibuf[:got], want_idx)
+
+
+@pytest.mark.skipif("numba" not in BACKENDS or "cpp" not in BACKENDS, reason="needs Numba and the compiled module")
+def test_numba_passes_without_avx512(tmp_path) -> None:
+    """Numba compiled for a CPU without AVX-512 (LLVM expands the compress-stores into
+    scalar code) gives the C++ backend's indices: float32 (the first pass) and float64
+    with given losses (the bracket pass), pools large enough for a sampled bracket."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, rad\n"
+        "rng = np.random.default_rng(3)\n"
+        "g = rng.random(400_000); l = rng.random(400_000) * 0.5; m = 0.3 * g.shape[0]\n"
+        "for gains, kw in ((g.astype(np.float32), {}), (g, {'losses': l})):\n"
+        "    for t in (1, 2):\n"
+        "        a = rad.select(gains, m, 1000, rng=5, backend='numba', threads=t, **kw)\n"
+        "        b = rad.select(gains, m, 1000, rng=5, backend='cpp', threads=t, **kw)\n"
+        "        assert np.array_equal(a, b), (gains.dtype, t)\n"
+        "print('same')\n"
+    )
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip().endswith("same"), out.stderr[-2000:]

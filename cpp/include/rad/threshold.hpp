@@ -321,7 +321,7 @@ struct alignas(64) BracketAcc {
 
 // One thread's share [lo, hi) of the bracket pass. Values are compared, not bits: for
 // non-negative floats v >= from_bits(u) iff ordered_bits(v) >= u. Eight points per step
-// (one 8-wide vector); the division of a step is kept for the points inside the bracket.
+// (one 8-wide vector); a point inside the bracket is divided again when it is binned.
 template <class T, bool HasLosses>
 void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, uint_of<T> ulo, uint_of<T> uhi,
                         int sh, BracketAcc& acc, HistBin* fine) {
@@ -342,20 +342,32 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
     const d8 zero = splat8(0.0), one = splat8(1.0), w = splat8(L.w), maxv = splat8(static_cast<double>(std::numeric_limits<T>::max()));
     d8 t = zero, h = zero, s = zero, mnv = splat8(inf);
     l8 n_up = {}, n_ge_lo = {}, bad = {};
-    alignas(64) double rrun[kRun];
+    // The indices of the points inside, compressed into `buf` by the vector loop and binned
+    // in batches (as in approx_pass_range: a branch per run on them cost more than the rest).
+    constexpr int kBuf = 1024;
+    alignas(64) std::int64_t buf[kBuf + kRun];
+    int nbuf = 0;
+    const l8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    auto drain = [&]() {
+        for (int j = 0; j < nbuf; ++j) {
+            const std::int64_t k = buf[j];
+            const double gk = g[k];
+            const double a = gk + (HasLosses ? L.values[k] : L.w * gk);  // as the vector loop
+            inside(k, a > 0 ? 1.0 / a : 0.0);
+        }
+        nbuf = 0;
+    };
     std::int64_t i = lo;
     for (; i + kRun <= hi; i += kRun) {
         if (((i - lo) & 0xFFFF) == 0 && cancelled()) break;
         prefetch_lines(g + i, kRun * sizeof(T));
         if constexpr (HasLosses) prefetch_lines(L.values + i, kRun * sizeof(double));
-        std::uint64_t in = 0;
         for (int q = 0; q < kRun; q += 8) {
             const d8 x = load8(g + i + q);
             d8 a;
             if constexpr (HasLosses) a = x + load8(L.values + i + q);
             else a = x + w * x;
             const d8 r = select(a > zero, one / a, zero);  // 1/0 = inf, selected away
-            std::memcpy(rrun + q, &r, sizeof r);
             const d8 gr = x * r;
             t += gr;
             const l8 up = x >= hi_v, ge_lo = x >= lo_v;
@@ -365,13 +377,17 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
             n_ge_lo -= ge_lo;
             mnv = select(up & (x < mnv), x, mnv);
             bad |= ~((x >= zero) & (x <= maxv));
-            in |= static_cast<std::uint64_t>(movemask(ge_lo & ~up)) << q;
+            const unsigned k = movemask(ge_lo & ~up);
+#if defined(__AVX512F__)
+            _mm512_mask_compressstoreu_epi64(buf + nbuf, static_cast<__mmask8>(k), reinterpret_cast<__m512i>(lane + (i + q)));
+            nbuf += __builtin_popcount(k);
+#else
+            for (unsigned b = k; b; b &= b - 1) buf[nbuf++] = i + q + __builtin_ctz(b);
+#endif
         }
-        for (; in; in &= in - 1) {
-            const int j = __builtin_ctzll(in);
-            inside(i + j, rrun[j]);
-        }
+        if (nbuf > kBuf - kRun) drain();
     }
+    drain();
     double lt[8], lh[8], lg[8], lmin[8];
     bool any_bad = false;
     std::int64_t above = 0, below = i - lo;  // below: the points not >= lo (all valid here)

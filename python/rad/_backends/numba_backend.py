@@ -17,7 +17,6 @@ import numpy as np
 from llvmlite import ir as _ir
 from numba.core import cgutils as _cgutils
 from numba.core import types as _types
-from numba.cpython.unsafe.numbers import trailing_zeros as _trailing_zeros
 from numba.extending import intrinsic as _intrinsic
 
 from rad._backends import numpy_backend as _reference
@@ -66,6 +65,91 @@ def _prefetch_ahead(typingctx, arr, idx):
                                              _PREFETCH_FN)
         builder.call(fn, [ahead, i32(0), i32(3), i32(1)])  # read, keep in all levels, data cache
         return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@_intrinsic
+def _compress_inside(typingctx, raw, idx, ulo, uhi, buf, pos):
+    """Append the magnitudes' bits of ``raw[idx:idx + 16]`` in ``[ulo, uhi)`` to ``buf[pos:]``.
+
+    In index order; returns how many (LLVM's masked compress-store: one instruction with
+    AVX-512, scalar code elsewhere). The caller guarantees 16 points and room for 16 more
+    in ``buf``.
+
+    The first pass bins the points inside its bracket from such a buffer: binning them from
+    the vector loop took a branch per run whose outcome is random, which cost more than
+    the rest of the pass (C++ does the same with ``_mm512_mask_compressstoreu_ps``).
+    """
+    sig = _types.int64(raw, idx, ulo, uhi, buf, pos)
+
+    def codegen(context, builder, signature, args):
+        i32 = _ir.IntType(32)
+        v16 = _ir.VectorType(i32, 16)
+        m16 = _ir.VectorType(_ir.IntType(1), 16)
+
+        def pointer(k):
+            aryty = signature.args[0 if k == 0 else 4]
+            ary = context.make_array(aryty)(context, builder, args[k])
+            return _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1 if k == 0 else 5]],
+                                             wraparound=False, boundscheck=False)
+
+        src = builder.bitcast(pointer(0), v16.as_pointer())
+        bits = builder.and_(builder.load(src, align=4), _ir.Constant(v16, [0x7FFFFFFF] * 16))
+
+        def splat(x):
+            x = builder.trunc(x, i32) if x.type.width > 32 else builder.zext(x, i32) if x.type.width < 32 else x
+            return builder.shuffle_vector(builder.insert_element(_ir.Constant(v16, _ir.Undefined), x, i32(0)),
+                                          _ir.Constant(v16, _ir.Undefined), _ir.Constant(v16, [0] * 16))
+
+        mask = builder.and_(builder.icmp_unsigned(">=", bits, splat(args[2])),
+                            builder.icmp_unsigned("<", bits, splat(args[3])))
+        dst = builder.bitcast(pointer(4), i32.as_pointer())
+        store = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(), [v16, dst.type, m16]),
+                                                "llvm.masked.compressstore.v16i32")
+        builder.call(store, [bits, dst, mask])
+        i16 = _ir.IntType(16)
+        ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(i16, [i16]), "llvm.ctpop.i16")
+        return builder.zext(builder.call(ctpop, [builder.bitcast(mask, i16)]), _ir.IntType(64))
+
+    return sig, codegen
+
+
+@_intrinsic
+def _compress_bits(typingctx, mask, base, buf, pos):
+    """Append ``base + k`` for every set bit ``k`` of the 64-bit ``mask`` to ``buf[pos:]``.
+
+    In ascending order; returns how many (eight masked compress-stores of eight int64).
+    The bracket pass bins the points inside its bracket from such a buffer of indices
+    (as :func:`_compress_inside`; the caller guarantees room for 64 more in ``buf``).
+    """
+    sig = _types.int64(mask, base, buf, pos)
+
+    def codegen(context, builder, signature, args):
+        i64 = _ir.IntType(64)
+        v8 = _ir.VectorType(i64, 8)
+        m8 = _ir.VectorType(_ir.IntType(1), 8)
+        i8 = _ir.IntType(8)
+        aryty = signature.args[2]
+        ary = context.make_array(aryty)(context, builder, args[2])
+        store = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(), [v8, i64.as_pointer(),
+                                                                                                    m8]),
+                                                "llvm.masked.compressstore.v8i64")
+        ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(i8, [i8]), "llvm.ctpop.i8")
+        mask_v = builder.zext(args[0], i64) if args[0].type.width < 64 else args[0]
+        base = args[1]
+        zeros = _ir.Constant(_ir.VectorType(_ir.IntType(32), 8), [0] * 8)
+        first = builder.insert_element(_ir.Constant(v8, _ir.Undefined), base, _ir.IntType(32)(0))
+        splat = builder.shuffle_vector(first, _ir.Constant(v8, _ir.Undefined), zeros)
+        at = args[3]
+        start = at
+        for j in range(8):
+            byte = builder.trunc(builder.lshr(mask_v, i64(8 * j)), i8)
+            vals = builder.add(splat, _ir.Constant(v8, [8 * j + k for k in range(8)]))
+            ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [at], wraparound=False, boundscheck=False)
+            builder.call(store, [vals, builder.bitcast(ptr, i64.as_pointer()), builder.bitcast(byte, m8)])
+            at = builder.add(at, builder.zext(builder.call(ctpop, [byte]), i64))
+        return builder.sub(at, start)
 
     return sig, codegen
 
@@ -814,6 +898,9 @@ depround_blocks = _reference.depround_blocks
 _NBINS = _radix.NBINS
 
 
+_INSIDE_BUF = 1024  # points inside a bracket binned per batch (_bracket_range)
+
+
 @_jit
 def _bits(raw, sign):
     """Ordered bits of a non-negative float from its raw bits (-0.0 folded onto 0)."""
@@ -910,8 +997,8 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
 
     The first loop of each run of 64 is branch-free so that LLVM vectorises it
     (``reassoc``: these sums only steer decisions with a rounding margin); validation
-    compares the raw bits (no float flags involved). It keeps each point's ``1/a`` for the
-    few points inside the bracket, which the second loop histograms.
+    compares the raw bits (no float flags involved). The indices of the few points inside
+    the bracket go to a buffer (:func:`_compress_bits`), histogrammed in batches.
     """
     gt = 0.0
     ha = 0.0
@@ -920,7 +1007,8 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
     na = 0
     nbl = 0
     bad = 0
-    r_buf = np.empty(64)
+    buf = np.empty(_INSIDE_BUF + 64, np.int64)  # indices of the points inside, binned in batches
+    nbuf = 0
     for c0 in range(lo, hi, 64):
         c1 = min(hi, c0 + 64)
         _prefetch_run(g, c0, 64)
@@ -936,7 +1024,6 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
             pos = a > 0
             r = 1.0 / a  # 1/0 = inf (error_model="numpy"), selected away
             r = r if pos else 0.0
-            r_buf[ii - c0] = r
             gr = gi * r
             gt += gr
             up = gi >= hi_v
@@ -949,18 +1036,22 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
             # Inside: lo <= g < hi, which a NaN is not (it is neither up nor below, and
             # its bin would lie past the histogram's end).
             inmask |= np.uint64((gi >= lo_v) & (not up)) << np.uint64(ii - c0)
-        while inmask:
-            k = _trailing_zeros(inmask)
-            inmask &= inmask - np.uint64(1)
-            i = c0 + k
-            gi = np.float64(g[i])
-            r = r_buf[k]
-            b = (_bits(raw[i], sign) - ulo) >> sh
-            cnt[b] += 1
-            hh[b] += r
-            gg[b] += gi * r
-            if gi < mn[b]:
-                mn[b] = gi
+        # Binned in batches, each point's 1/a again (the same operations): a branch per
+        # run on its points inside cost more than the rest of the pass.
+        nbuf += _compress_bits(inmask, c0, buf, nbuf)
+        if nbuf > _INSIDE_BUF or c1 == hi:
+            for j in range(nbuf):
+                i = buf[j]
+                gi = np.float64(g[i])
+                a = gi + (losses[i] if has_losses else w * gi)
+                r = 1.0 / a if a > 0 else 0.0
+                b = (_bits(raw[i], sign) - ulo) >> sh
+                cnt[b] += 1
+                hh[b] += r
+                gg[b] += gi * r
+                if gi < mn[b]:
+                    mn[b] = gi
+            nbuf = 0
     return gt, ha, ga, minb, na, nbl, bad
 
 

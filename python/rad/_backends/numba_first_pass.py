@@ -29,7 +29,14 @@ import numpy as np
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK
 from rad._backends.contract import rad_support_sums
-from rad._backends.numba_backend import _SKETCH_PARTS, _jit, _pjit, _prefetch_run, _support_block, _trailing_zeros
+from rad._backends.numba_backend import (
+    _SKETCH_PARTS,
+    _compress_inside,
+    _jit,
+    _pjit,
+    _prefetch_run,
+    _support_block,
+)
 
 __all__ = ["APPROX_FINE", "APPROX_MARGIN_BITS", "search_with_sums"]
 
@@ -42,18 +49,21 @@ APPROX_MARGIN_BITS = 20
 _SAFE_BITS = np.uint32(0x7E000000)
 _INF_BITS = np.uint32(0x7F800000)
 _NEG_ZERO = np.uint32(0x80000000)  # -0.0: valid, and below any bracket here
+_ABS_BITS = np.uint32(0x7FFFFFFF)
+_BUF = 2048  # inside points binned per batch
 _SMALLEST = 2.0**-125
 # Collected points a block keeps in its row; a block with more is scanned again.
 _ROW = 16
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
-def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
+def _approx_range(g, raw, lo_v, hi_v, ulo, uhi, sh, lo, hi, cnt, hh, mn):
     """One thread's share of the float32 first pass: ``(h_above, min_above, n_above, n_inside, n_pos, unsafe)``.
 
     ``1/x`` in float for every point (vectorised), added in double over the points above
     the bracket (``reassoc``: a sum that only steers decisions with a margin; each term is
-    within 2^-24 of ``1/x``). The points inside go to the fine bins with ``1/x`` in double.
+    within 2^-24 of ``1/x``). The points inside (:func:`_compress_inside` collects their
+    bits) go to the fine bins in batches, with ``1/x`` in double.
     """
     ha = 0.0  # the sum so far; hb the current 2^16 points' (so the double sums' error stays small at any n)
     hb = 0.0
@@ -64,36 +74,45 @@ def _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt, hh, mn):
     unsafe = 0
     one = np.float32(1.0)
     zero = np.float32(0.0)
+    buf = np.empty(_BUF, np.uint32)
+    fbuf = buf.view(np.float32)
+    nbuf = 0
     for c0 in range(lo, hi, 64):
         c1 = min(hi, c0 + 64)
         if (c0 - lo) & 0xFFFF == 0:
             ha += hb
             hb = 0.0
         _prefetch_run(g, c0, 64)
-        inmask = np.uint64(0)
         for ii in range(c0, c1):
             i = np.uint64(ii)
             x = g[i]
             unsafe += (raw[i] > _SAFE_BITS) & (raw[i] != _NEG_ZERO)
             up = x >= hi_v
-            ge = x >= lo_v
             r = one / x  # 1/0 = inf (error_model="numpy"), selected away
             hb += np.float64(r) if up else 0.0
             na += up
             npos += x > zero
             minb = min(minb, raw[i] if up else _INF_BITS)
-            inmask |= np.uint64(ge & (not up)) << np.uint64(ii - c0)
-        while inmask:
-            k = _trailing_zeros(inmask)
-            inmask &= inmask - np.uint64(1)
-            i = c0 + k
-            n_in += 1
-            v = np.float64(g[i])
-            b = (raw[i] - ulo) >> sh
-            cnt[b] += 1
-            hh[b] += 1.0 / v
-            if v < mn[b]:
-                mn[b] = v
+        # The points inside, as their magnitudes' bits, into buf (binned in batches).
+        if c1 - c0 == 64:
+            for q in range(c0, c1, 16):
+                nbuf += _compress_inside(raw, q, ulo, uhi, buf, nbuf)
+        else:
+            for ii in range(c0, c1):
+                u = raw[ii] & _ABS_BITS
+                if u >= ulo and u < uhi:
+                    buf[nbuf] = u
+                    nbuf += 1
+        if nbuf > _BUF - 64 or c1 == hi:
+            n_in += nbuf
+            for j in range(nbuf):
+                v = np.float64(fbuf[j])
+                b = (buf[j] - ulo) >> sh
+                cnt[b] += 1
+                hh[b] += 1.0 / v
+                if v < mn[b]:
+                    mn[b] = v
+            nbuf = 0
     return ha + hb, minb, na, n_in, npos, unsafe
 
 
@@ -106,9 +125,11 @@ def _approx_pass(g, raw, lo_v, hi_v, ulo, sh, nt):
     sums = np.zeros(nt)
     minbits = np.full(nt, _INF_BITS, np.uint32)
     counts = np.zeros((nt, 4), np.int64)
+    uhi = np.array([hi_v], np.float32).view(np.uint32)[0]  # hi_v's bits (a positive float)
     for t in nb.prange(nt):
         lo, hi = n * t // nt, n * (t + 1) // nt
-        ha, minb, na, n_in, npos, unsafe = _approx_range(g, raw, lo_v, hi_v, ulo, sh, lo, hi, cnt[t], hh[t], mn[t])
+        ha, minb, na, n_in, npos, unsafe = _approx_range(g, raw, lo_v, hi_v, ulo, uhi, sh, lo, hi, cnt[t], hh[t],
+                                                         mn[t])
         sums[t] = ha
         minbits[t] = minb
         counts[t, 0] = na
