@@ -154,6 +154,61 @@ def _compress_bits(typingctx, mask, base, buf, pos):
     return sig, codegen
 
 
+@_intrinsic
+def _rad_support_run(typingctx, g, i0, w, tau, lanes):
+    """Add the RAD terms of ``g[i0:i0 + 64]`` to the canonical lanes ``lanes`` (8 float64).
+
+    Item ``i0 + 8 k + j`` adds ``1/a`` (``a = g + w g``) to lane ``j`` where ``g >= tau
+    and a > 0``, else ``+0.0``, for ``k = 0..7`` in order; returns the count.
+
+    :func:`_support_term` and :func:`_lanes_add` written as eight 8-wide vectors (the same
+    IEEE operations lane by lane, so the same bits): LLVM vectorised those loops with
+    4-wide divisions, and this run is the support pass's whole cost.
+    """
+    sig = _types.int64(g, i0, w, tau, lanes)
+
+    def codegen(context, builder, signature, args):
+        f64 = _ir.DoubleType()
+        i64 = _ir.IntType(64)
+        d8 = _ir.VectorType(f64, 8)
+        l8 = _ir.VectorType(i64, 8)
+        gty, lty = signature.args[0], signature.args[4]
+        elem = _ir.FloatType() if gty.dtype == _types.float32 else f64
+        src_ary = context.make_array(gty)(context, builder, args[0])
+        lane_ary = context.make_array(lty)(context, builder, args[4])
+        zeros32 = _ir.Constant(_ir.VectorType(_ir.IntType(32), 8), [0] * 8)
+
+        def splat(x):
+            first = builder.insert_element(_ir.Constant(d8, _ir.Undefined), x, _ir.IntType(32)(0))
+            return builder.shuffle_vector(first, _ir.Constant(d8, _ir.Undefined), zeros32)
+
+        wv, tv = splat(args[2]), splat(args[3])
+        zero, one = _ir.Constant(d8, [0.0] * 8), _ir.Constant(d8, [1.0] * 8)
+        lane_ptr = builder.bitcast(
+            _cgutils.get_item_pointer(context, builder, lty, lane_ary, [i64(0)], wraparound=False, boundscheck=False),
+            d8.as_pointer())
+        h = builder.load(lane_ptr, align=8)
+        count = _ir.Constant(l8, [0] * 8)
+        for k in range(8):
+            at = builder.add(args[1], i64(8 * k))
+            ptr = _cgutils.get_item_pointer(context, builder, gty, src_ary, [at], wraparound=False, boundscheck=False)
+            x = builder.load(builder.bitcast(ptr, _ir.VectorType(elem, 8).as_pointer()), align=gty.dtype.bitwidth // 8)
+            if elem is not f64:
+                x = builder.fpext(x, d8)
+            a = builder.fadd(x, builder.fmul(wv, x))
+            sel = builder.and_(builder.fcmp_ordered(">=", x, tv), builder.fcmp_ordered(">", a, zero))
+            r = builder.select(sel, builder.fdiv(one, a), zero)
+            h = builder.fadd(h, r)
+            count = builder.add(count, builder.zext(sel, l8))
+        builder.store(h, lane_ptr, align=8)
+        total = builder.extract_element(count, _ir.IntType(32)(0))
+        for j in range(1, 8):
+            total = builder.add(total, builder.extract_element(count, _ir.IntType(32)(j)))
+        return total
+
+    return sig, codegen
+
+
 @_jit
 def _prefetch_run(arr, i, count):
     """Prefetch the lines of ``arr[i:i + count]``, ``_PREFETCH_BYTES`` ahead."""
@@ -328,6 +383,10 @@ def _support_block(g, losses, has_losses, w, tau, lo, hi, sketch, with_g=True):
                 gr_buf[j] = gr
                 a_buf[j] = a
                 c += sel
+        elif not has_losses:
+            c += _rad_support_run(g, i0, w, tau, lh)
+            i0 += 64
+            continue
         else:
             for j in range(64):
                 r, gr, sel, a = _support_term(g, losses, has_losses, w, tau, np.uint64(i0 + j))
