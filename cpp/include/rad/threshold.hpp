@@ -379,7 +379,8 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
             bad |= ~((x >= zero) & (x <= maxv));
             const unsigned k = movemask(ge_lo & ~up);
 #if defined(__AVX512F__)
-            _mm512_mask_compressstoreu_epi64(buf + nbuf, static_cast<__mmask8>(k), reinterpret_cast<__m512i>(lane + (i + q)));
+            _mm512_storeu_si512(buf + nbuf, _mm512_maskz_compress_epi64(static_cast<__mmask8>(k),
+                                                                         reinterpret_cast<__m512i>(lane + (i + q))));
             nbuf += __builtin_popcount(k);
 #else
             for (unsigned b = k; b; b &= b - 1) buf[nbuf++] = i + q + __builtin_ctz(b);
@@ -689,7 +690,9 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
             mn = cand < mn ? cand : mn;
             const unsigned k = movemask(ge & ~up);
 #if defined(__AVX512F__)
-            _mm512_mask_compressstoreu_ps(buf + nbuf, static_cast<__mmask16>(k), reinterpret_cast<__m512>(u));
+            // Compressed in a register, then stored whole (the buffer has room): a masked
+            // compress to memory is slow on some cores (AMD's Zen 4 microcodes it).
+            _mm512_storeu_ps(buf + nbuf, _mm512_maskz_compress_ps(static_cast<__mmask16>(k), reinterpret_cast<__m512>(u)));
             nbuf += __builtin_popcount(k);
 #else
             for (unsigned b = k; b; b &= b - 1) buf[nbuf++] = reinterpret_cast<f16>(u)[__builtin_ctz(b)];
