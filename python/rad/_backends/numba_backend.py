@@ -69,13 +69,33 @@ def _prefetch_ahead(typingctx, arr, idx):
     return sig, codegen
 
 
+# A masked compress to memory is microcoded on AMD's Zen 4; with LLVM 19 or later the
+# intrinsics compress in a register (llvm.experimental.vector.compress) and store the whole
+# vector (the callers' buffers have room for it), as the C++ passes do.
+_REGISTER_COMPRESS = _llvm.llvm_version_info[0] >= 19
+
+
+def _emit_compress_store(builder, vec, mask, dst):
+    """Store the lanes of ``vec`` selected by ``mask`` contiguously at ``dst`` (an element pointer)."""
+    vty, mty = vec.type, mask.type
+    if _REGISTER_COMPRESS:
+        fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(vty, [vty, mty, vty]),
+                                             f"llvm.experimental.vector.compress.v{vty.count}i{vty.element.width}")
+        packed = builder.call(fn, [vec, mask, _ir.Constant(vty, _ir.Undefined)])
+        builder.store(packed, builder.bitcast(dst, vty.as_pointer()), align=vty.element.width // 8)
+    else:
+        fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(), [vty, dst.type, mty]),
+                                             f"llvm.masked.compressstore.v{vty.count}i{vty.element.width}")
+        builder.call(fn, [vec, dst, mask])
+
+
 @_intrinsic
 def _compress_inside(typingctx, raw, idx, ulo, uhi, buf, pos):
     """Append the magnitudes' bits of ``raw[idx:idx + 16]`` in ``[ulo, uhi)`` to ``buf[pos:]``.
 
-    In index order; returns how many (LLVM's masked compress-store: one instruction with
-    AVX-512, scalar code elsewhere). The caller guarantees 16 points and room for 16 more
-    in ``buf``.
+    In index order; returns how many (a vector compress: one instruction with AVX-512,
+    scalar code elsewhere). The caller guarantees 16 points and room for 16 more in
+    ``buf`` (a whole vector is stored).
 
     The first pass bins the points inside its bracket from such a buffer: binning them from
     the vector loop took a branch per run whose outcome is random, which cost more than
@@ -86,7 +106,6 @@ def _compress_inside(typingctx, raw, idx, ulo, uhi, buf, pos):
     def codegen(context, builder, signature, args):
         i32 = _ir.IntType(32)
         v16 = _ir.VectorType(i32, 16)
-        m16 = _ir.VectorType(_ir.IntType(1), 16)
 
         def pointer(k):
             aryty = signature.args[0 if k == 0 else 4]
@@ -104,10 +123,7 @@ def _compress_inside(typingctx, raw, idx, ulo, uhi, buf, pos):
 
         mask = builder.and_(builder.icmp_unsigned(">=", bits, splat(args[2])),
                             builder.icmp_unsigned("<", bits, splat(args[3])))
-        dst = builder.bitcast(pointer(4), i32.as_pointer())
-        store = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(), [v16, dst.type, m16]),
-                                                "llvm.masked.compressstore.v16i32")
-        builder.call(store, [bits, dst, mask])
+        _emit_compress_store(builder, bits, mask, builder.bitcast(pointer(4), i32.as_pointer()))
         i16 = _ir.IntType(16)
         ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(i16, [i16]), "llvm.ctpop.i16")
         return builder.zext(builder.call(ctpop, [builder.bitcast(mask, i16)]), _ir.IntType(64))
@@ -119,7 +135,8 @@ def _compress_inside(typingctx, raw, idx, ulo, uhi, buf, pos):
 def _compress_bits(typingctx, mask, base, buf, pos):
     """Append ``base + k`` for every set bit ``k`` of the 64-bit ``mask`` to ``buf[pos:]``.
 
-    In ascending order; returns how many (eight masked compress-stores of eight int64).
+    In ascending order; returns how many (eight vector compresses of eight int64; each
+    stores a whole vector, so ``buf`` needs room for 8 beyond the last index written).
     The bracket pass bins the points inside its bracket from such a buffer of indices
     (as :func:`_compress_inside`; the caller guarantees room for 64 more in ``buf``).
     """
@@ -132,9 +149,6 @@ def _compress_bits(typingctx, mask, base, buf, pos):
         i8 = _ir.IntType(8)
         aryty = signature.args[2]
         ary = context.make_array(aryty)(context, builder, args[2])
-        store = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(), [v8, i64.as_pointer(),
-                                                                                                    m8]),
-                                                "llvm.masked.compressstore.v8i64")
         ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(i8, [i8]), "llvm.ctpop.i8")
         mask_v = builder.zext(args[0], i64) if args[0].type.width < 64 else args[0]
         base = args[1]
@@ -147,7 +161,7 @@ def _compress_bits(typingctx, mask, base, buf, pos):
             byte = builder.trunc(builder.lshr(mask_v, i64(8 * j)), i8)
             vals = builder.add(splat, _ir.Constant(v8, [8 * j + k for k in range(8)]))
             ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [at], wraparound=False, boundscheck=False)
-            builder.call(store, [vals, builder.bitcast(ptr, i64.as_pointer()), builder.bitcast(byte, m8)])
+            _emit_compress_store(builder, vals, builder.bitcast(byte, m8), builder.bitcast(ptr, i64.as_pointer()))
             at = builder.add(at, builder.zext(builder.call(ctpop, [byte]), i64))
         return builder.sub(at, start)
 
