@@ -76,12 +76,18 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     constexpr std::int64_t kChunk = 8;  // items per stored offset (any width gives the same M)
     constexpr std::int64_t kSub = 256;  // items per fill call (a multiple of kChunk)
     const std::int64_t nch = (len + kChunk - 1) / kChunk;
-    thread_local std::vector<std::int64_t> off_buf, cum_buf;
+    thread_local std::vector<std::int64_t> off_buf, cum_buf, cross_buf;
     off_buf.resize(static_cast<size_t>(nch) + 1);
     cum_buf.resize(static_cast<size_t>(len));
     std::int64_t* O = off_buf.data();
     std::int64_t* cum_of = cum_buf.data();  // from keep_from on: each item's running mass M
     O[0] = 0;
+    // From keep_from on, the crossing items (M passes a multiple of kOne: every item's mass
+    // is below kOne, so at most one per item), in ascending order, found by the pass: the
+    // loop below reads them instead of searching.
+    cross_buf.resize(static_cast<size_t>(len) + kChunk);
+    std::int64_t* crossings_at = cross_buf.data();
+    std::int64_t n_cross = 0;
     double sub[kSub];
     // Items' running masses are kept from the point where the block turns out dense (more
     // than one unit of mass per kDenseItems items so far): there lookups are many (a capped
@@ -117,6 +123,17 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
                 if (dense) {
                     const l8 c = inclusive_prefix(u) + run;
                     std::memcpy(cum_of + s0 + c0, &c, sizeof c);
+                    // Item p crosses where M's whole units grow: (M_p >> 46) > (M_{p-1} >> 46).
+                    const l8 prev = __builtin_shufflevector(c, l8{} + run, 8, 0, 1, 2, 3, 4, 5, 6);
+                    const unsigned cross = movemask((c >> kUnitBits) != (prev >> kUnitBits));
+#if defined(__AVX512F__)
+                    const __m512i idx = _mm512_add_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0),
+                                                         _mm512_set1_epi64(s0 + c0));
+                    _mm512_storeu_si512(crossings_at + n_cross, _mm512_maskz_compress_epi64(static_cast<__mmask8>(cross), idx));
+                    n_cross += __builtin_popcount(cross);
+#else
+                    for (unsigned b = cross; b != 0; b &= b - 1) crossings_at[n_cross++] = s0 + c0 + __builtin_ctz(b);
+#endif
                 }
                 run += simd::hsum(u);
                 O[(s0 + c0) / kChunk + 1] = run;
@@ -160,6 +177,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
                         taken.push_back(base_index + s0 + i);
                         u = 0;
                     }
+                    if (dense && ((run + u) >> kUnitBits) > (run >> kUnitBits)) crossings_at[n_cross++] = s0 + i;
                     run += u;
                     if (dense) cum_of[s0 + i] = run;
                 }
@@ -258,8 +276,18 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     survivors.clear();
     std::vector<std::int64_t>& taken_survivors = ascending ? survivors : taken;
     std::int64_t base = 0, m_start = 0, start = 0, carry = -1;
+    std::int64_t next_cross = 0;  // the first of crossings_at not yet passed
     for (std::int64_t crossings = 0; max_crossings < 0 || crossings < max_crossings; ++crossings) {
-        const std::int64_t j = search(start, len, base + kOne, false);
+        // The first item from `start` on with M >= base + kOne: after the crossings so far
+        // M_{start-1} lies in [base, base + kOne), so from keep_from on it is the next
+        // crossing item at or after `start`.
+        std::int64_t j;
+        if (start >= keep_from) {
+            while (next_cross < n_cross && crossings_at[next_cross] < start) ++next_cross;
+            j = next_cross < n_cross ? crossings_at[next_cross] : len;
+        } else {
+            j = search(start, len, base + kOne, false);
+        }
         if (j >= len) break;
         const std::int64_t pick = resolve(start, j, base, m_start, carry);
         const std::int64_t held = before(j) - base;
