@@ -245,14 +245,32 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
         auto step8 = [&](std::int64_t p) {
             const d8 x = load8(g + p);
             const d8 a = L.values ? x + load8(L.values + p) : x + w * x;
-            const l8 in = (x >= tv) & (a > zero);
             const d8 r = one / a;
+#if defined(__AVX512F__)
+            // With masks kept as masks (as approx_pass_range): adding r where `in` and +0.0
+            // elsewhere is adding r where `in` (a lane's sum is never -0.0), the same bits.
+            const __m512d xv = reinterpret_cast<__m512d>(x), av = reinterpret_cast<__m512d>(a);
+            const __mmask8 in = _mm512_mask_cmp_pd_mask(_mm512_cmp_pd_mask(xv, reinterpret_cast<__m512d>(tv), _CMP_GE_OQ),
+                                                        av, reinterpret_cast<__m512d>(zero), _CMP_GT_OQ);
+            hv = reinterpret_cast<d8>(_mm512_mask_add_pd(reinterpret_cast<__m512d>(hv), in, reinterpret_cast<__m512d>(hv),
+                                                         reinterpret_cast<__m512d>(r)));
+            cv = reinterpret_cast<l8>(_mm512_mask_sub_epi64(reinterpret_cast<__m512i>(cv), in, reinterpret_cast<__m512i>(cv),
+                                                            _mm512_set1_epi64(-1)));
+            if constexpr (WithG) {
+                sv = reinterpret_cast<d8>(_mm512_mask_add_pd(reinterpret_cast<__m512d>(sv), in, reinterpret_cast<__m512d>(sv),
+                                                             reinterpret_cast<__m512d>(x * r)));
+                const __mmask8 lower = _mm512_mask_cmp_pd_mask(in, av, reinterpret_cast<__m512d>(mv), _CMP_LT_OQ);
+                mv = reinterpret_cast<d8>(_mm512_mask_mov_pd(reinterpret_cast<__m512d>(mv), lower, av));
+            }
+#else
+            const l8 in = (x >= tv) & (a > zero);
             hv += select(in, r, zero);
             cv -= in;
             if constexpr (WithG) {
                 sv += select(in, x * r, zero);
                 mv = select(in & (a < mv), a, mv);
             }
+#endif
             if constexpr (Collecting) {
                 const unsigned hit = movemask((x >= clo) & (x < chi));
                 if (hit)
