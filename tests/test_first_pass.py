@@ -587,3 +587,26 @@ def test_numba_passes_without_avx512(tmp_path) -> None:
     env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and out.stdout.strip().endswith("same"), out.stderr[-2000:]
+
+
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="needs the compiled module")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sample_bracket_sorts_rad_values_alone(dtype) -> None:
+    """With RAD losses the C++ sample is sorted by its values alone (a radix sort of their
+    bits); with the same losses given as an array it is argsorted as (g, a) pairs. Both
+    give the same bracket (a = g + w g is the same double either way), and it holds tau."""
+    from rad import _core
+    from rad._backends.radix_select import ordered_bits
+
+    rng = np.random.default_rng(4)
+    n = 2_000_000
+    pools = [rng.random(n), rng.beta(0.3, 3.0, n), np.round(rng.random(n) * 50) / 50]
+    for gains in (p.astype(dtype) for p in pools):
+        m = 0.3 * n
+        w = 1.0 - m / n
+        given = w * gains.astype(np.float64)
+        lo, hi = _core.sample_bracket(gains, None, w, m, 2)
+        assert (lo, hi) == _core.sample_bracket(gains, given, w, m, 2)
+        tau = _core.threshold_search(gains, None, w, m, 2)[1]
+        bits = 32 if dtype == np.float32 else 64
+        assert lo <= ordered_bits(tau, bits) < hi

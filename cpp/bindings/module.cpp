@@ -341,6 +341,16 @@ void bind_for(py::module_& m) {
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"), py::arg("lo"),
        py::arg("hi"));
 
+    // Test hook: the sampled bracket [lo, hi) (ordered bits) of the default search.
+    m.def("sample_bracket", [](Arr<T> g, OptLosses losses, double w, double m, int threads) {
+        const Losses L = make_losses(losses, w);
+        const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
+        const rad::Bracket<T> br = rad::sample_bracket(g.data(), L, n, m, threads);
+        return std::make_tuple(static_cast<std::uint64_t>(br.lo), static_cast<std::uint64_t>(br.hi));
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"));
+
     // Bandwidth probe for the benchmarks: one parallel vectorised sum (float64 lanes).
     m.def("stream_sum", [](Arr<T> x, int threads) {
         threads = checked_threads(threads);

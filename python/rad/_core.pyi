@@ -35,6 +35,9 @@ def threshold_support_bracketed(
 def approx_first_pass_sums(
     gains: NDArray[np.float32], lo: float, hi: float, threads: int
 ) -> tuple[float, int, int, int, bool]: ...
+def sample_bracket(
+    gains: _Float, losses: Optional[_F64], w: float, m: float, threads: int
+) -> tuple[int, int]: ...
 def stream_sum(x: _Float, threads: int) -> float: ...
 def support_sums(
     gains: _Float, losses: Optional[_F64], w: float, tau: float, threads: int
