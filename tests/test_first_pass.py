@@ -522,16 +522,20 @@ def test_float32_first_pass_sum_within_its_bound(backend: str, threads: int) -> 
 
 
 @pytest.mark.skipif("numba" not in BACKENDS, reason="Numba not installed")
-def test_compress_intrinsics_against_numpy() -> None:
+def test_numba_intrinsics_against_numpy() -> None:
+    """The first pass's run (_approx_run: lane counts, smallest bits above, unsafe flags,
+    the lanes' float-then-double sums, the inside points' bits) and the bracket pass's
+    index compress (_compress_bits), against the same quantities in NumPy."""
     import numba as nb
 
-    from rad._backends.numba_backend import _compress_bits, _compress_inside
+    from rad._backends.numba_backend import _compress_bits
+    from rad._backends.numba_first_pass import _approx_run
 
     @nb.njit
-    def inside(raw, ulo, uhi, buf):
+    def runs(raw, ulo, uhi, lanes, hs, buf):
         pos = 0
-        for i in range(0, raw.shape[0], 16):
-            pos += _compress_inside(raw, i, ulo, uhi, buf, pos)
+        for i in range(0, raw.shape[0], 64):
+            pos += _approx_run(raw, i, ulo, uhi, lanes, hs, buf, pos)
         return pos
 
     @nb.njit
@@ -542,17 +546,39 @@ def test_compress_intrinsics_against_numpy() -> None:
         return pos
 
     rng = np.random.default_rng(7)
-    x = rng.uniform(-2.0, 2.0, 16 * 500).astype(np.float32)
+    x = rng.uniform(-2.0, 2.0, 64 * 300).astype(np.float32)
     x[::37] = np.nan
     x[::41] = -0.0
+    x[::43] = 0.0
     raw = x.view(np.uint32)
-    ulo, uhi = np.uint32(np.float32(0.25).view(np.uint32)), np.uint32(np.float32(0.75).view(np.uint32))
+    lo, hi = np.float32(0.25), np.float32(0.75)
+    ulo, uhi = lo.view(np.uint32), hi.view(np.uint32)
+    lanes = np.zeros(64, np.int32)
+    lanes[32:48] = -1
+    hs = np.zeros(16)
+    buf = np.zeros(x.shape[0] + 64, np.uint32)
+    got = runs(raw, ulo, uhi, lanes, hs, buf)
+
     mag = raw & np.uint32(0x7FFFFFFF)
-    want = mag[(mag >= ulo) & (mag < uhi)]
-    buf = np.zeros(x.shape[0] + 16, np.uint32)
-    got = inside(raw, ulo, uhi, buf)
-    assert got == want.shape[0] > 1000
-    np.testing.assert_array_equal(buf[:got], want)
+    up = mag >= uhi
+    inside = (mag >= ulo) & ~up
+    assert got == int(inside.sum()) > 1000
+    np.testing.assert_array_equal(buf[:got], mag[inside])
+    by_lane = lambda v: v.reshape(-1, 16)  # noqa: E731  (point 16 k + j is lane j)
+    np.testing.assert_array_equal(lanes[0:16], by_lane(up).sum(axis=0))
+    np.testing.assert_array_equal(lanes[16:32], by_lane(mag != 0).sum(axis=0))
+    np.testing.assert_array_equal(lanes[32:48].view(np.uint32), np.where(by_lane(up), by_lane(mag), 0xFFFFFFFF).min(axis=0))
+    unsafe = (raw > np.uint32(0x7E000000)) & (raw != np.uint32(0x80000000))
+    np.testing.assert_array_equal(lanes[48:64] != 0, by_lane(unsafe).any(axis=0))
+    with np.errstate(all="ignore"):
+        terms = np.where(up, np.float32(1.0) / x, np.float32(0.0)).reshape(-1, 4, 16)
+    want = np.zeros(16)
+    for run in terms:  # each run: the four vectors added in float, in order, then in double
+        acc = np.zeros(16, np.float32)
+        for v in run:
+            acc = acc + v
+        want += acc.astype(np.float64)
+    np.testing.assert_array_equal(hs, want)  # NaN lanes compare equal
 
     masks = rng.integers(0, 2**63, 300, dtype=np.int64).astype(np.uint64) & rng.integers(0, 2**63, 300).astype(np.uint64)
     masks[:3] = [0, np.uint64(2**64 - 1), np.uint64(2**63)]

@@ -90,55 +90,14 @@ def _emit_compress_store(builder, vec, mask, dst):
 
 
 @_intrinsic
-def _compress_inside(typingctx, raw, idx, ulo, uhi, buf, pos):
-    """Append the magnitudes' bits of ``raw[idx:idx + 16]`` in ``[ulo, uhi)`` to ``buf[pos:]``.
-
-    In index order; returns how many (a vector compress: one instruction with AVX-512,
-    scalar code elsewhere). The caller guarantees 16 points and room for 16 more in
-    ``buf`` (a whole vector is stored).
-
-    The first pass bins the points inside its bracket from such a buffer: binning them from
-    the vector loop took a branch per run whose outcome is random, which cost more than
-    the rest of the pass (C++ does the same with ``_mm512_mask_compressstoreu_ps``).
-    """
-    sig = _types.int64(raw, idx, ulo, uhi, buf, pos)
-
-    def codegen(context, builder, signature, args):
-        i32 = _ir.IntType(32)
-        v16 = _ir.VectorType(i32, 16)
-
-        def pointer(k):
-            aryty = signature.args[0 if k == 0 else 4]
-            ary = context.make_array(aryty)(context, builder, args[k])
-            return _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1 if k == 0 else 5]],
-                                             wraparound=False, boundscheck=False)
-
-        src = builder.bitcast(pointer(0), v16.as_pointer())
-        bits = builder.and_(builder.load(src, align=4), _ir.Constant(v16, [0x7FFFFFFF] * 16))
-
-        def splat(x):
-            x = builder.trunc(x, i32) if x.type.width > 32 else builder.zext(x, i32) if x.type.width < 32 else x
-            return builder.shuffle_vector(builder.insert_element(_ir.Constant(v16, _ir.Undefined), x, i32(0)),
-                                          _ir.Constant(v16, _ir.Undefined), _ir.Constant(v16, [0] * 16))
-
-        mask = builder.and_(builder.icmp_unsigned(">=", bits, splat(args[2])),
-                            builder.icmp_unsigned("<", bits, splat(args[3])))
-        _emit_compress_store(builder, bits, mask, builder.bitcast(pointer(4), i32.as_pointer()))
-        i16 = _ir.IntType(16)
-        ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(i16, [i16]), "llvm.ctpop.i16")
-        return builder.zext(builder.call(ctpop, [builder.bitcast(mask, i16)]), _ir.IntType(64))
-
-    return sig, codegen
-
-
-@_intrinsic
 def _compress_bits(typingctx, mask, base, buf, pos):
     """Append ``base + k`` for every set bit ``k`` of the 64-bit ``mask`` to ``buf[pos:]``.
 
     In ascending order; returns how many (eight vector compresses of eight int64; each
     stores a whole vector, so ``buf`` needs room for 8 beyond the last index written).
     The bracket pass bins the points inside its bracket from such a buffer of indices
-    (as :func:`_compress_inside`; the caller guarantees room for 64 more in ``buf``).
+    (as the first pass's :func:`rad._backends.numba_first_pass._approx_run` its values; the
+    caller guarantees room for 64 more in ``buf``).
     """
     sig = _types.int64(mask, base, buf, pos)
 

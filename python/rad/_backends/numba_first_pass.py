@@ -25,13 +25,17 @@ from typing import Any
 
 import numba as nb
 import numpy as np
+from llvmlite import ir as _ir
+from numba.core import cgutils as _cgutils
+from numba.core import types as _types
+from numba.extending import intrinsic as _intrinsic
 
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK
 from rad._backends.contract import rad_support_sums
 from rad._backends.numba_backend import (
     _SKETCH_PARTS,
-    _compress_inside,
+    _emit_compress_store,
     _jit,
     _pjit,
     _prefetch_run,
@@ -56,14 +60,81 @@ _SMALLEST = 2.0**-125
 _ROW = 16
 
 
+@_intrinsic
+def _approx_run(typingctx, raw, i0, ulo, uhi, lanes, hsum, buf, pos):
+    """One run of 64 points of the float32 first pass, as four 16-wide vectors in LLVM IR.
+
+    ``lanes`` (int32, 64) holds per lane the count of points at or above the bracket, the
+    count of positive ones, the smallest magnitude bits above it and the unsafe flag;
+    ``hsum`` (float64, 16) the lanes' double sums of the float ``1/x`` above it (each run
+    summed in float first, as in C++); the magnitude bits of the points inside go to
+    ``buf[pos:]`` (room for 64 more). Returns how many went there. The loop of
+    :func:`_approx_range` this replaces compiled to 8-wide divisions and one compare per
+    point turned into a vector and back (C++'s ``approx_pass_range`` is the same pass).
+    """
+    sig = _types.int64(raw, i0, ulo, uhi, lanes, hsum, buf, pos)
+
+    def codegen(context, builder, signature, args):
+        i32, i64, f32, f64 = _ir.IntType(32), _ir.IntType(64), _ir.FloatType(), _ir.DoubleType()
+        v16, f16, d8 = _ir.VectorType(i32, 16), _ir.VectorType(f32, 16), _ir.VectorType(f64, 8)
+
+        def ptr(k, index):
+            aryty = signature.args[k]
+            ary = context.make_array(aryty)(context, builder, args[k])
+            return _cgutils.get_item_pointer(context, builder, aryty, ary, [index], wraparound=False, boundscheck=False)
+
+        def splat(value):
+            first = builder.insert_element(_ir.Constant(v16, _ir.Undefined), value, i32(0))
+            return builder.shuffle_vector(first, _ir.Constant(v16, _ir.Undefined), _ir.Constant(v16, [0] * 16))
+
+        def const(v):
+            return _ir.Constant(v16, [v] * 16)
+
+        lane_ptr = [builder.bitcast(ptr(4, i64(16 * k)), v16.as_pointer()) for k in range(4)]
+        n_up, n_pos, min_bits, bad = (builder.load(p, align=4) for p in lane_ptr)
+        ulo_v, uhi_v = splat(args[2]), splat(args[3])
+        run = _ir.Constant(f16, [0.0] * 16)
+        ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.IntType(16), [_ir.IntType(16)]),
+                                                "llvm.ctpop.i16")
+        at = args[7]
+        for k in range(4):
+            src = builder.bitcast(ptr(0, builder.add(args[1], i64(16 * k))), v16.as_pointer())
+            raw_v = builder.load(src, align=4)
+            u = builder.and_(raw_v, const(0x7FFFFFFF))
+            up = builder.icmp_unsigned(">=", u, uhi_v)
+            inside = builder.and_(builder.icmp_unsigned(">=", u, ulo_v), builder.not_(up))
+            r = builder.fdiv(_ir.Constant(f16, [1.0] * 16), builder.bitcast(raw_v, f16))
+            run = builder.fadd(run, builder.select(up, r, _ir.Constant(f16, [0.0] * 16)))
+            n_up = builder.add(n_up, builder.zext(up, v16))
+            n_pos = builder.add(n_pos, builder.zext(builder.icmp_unsigned("!=", u, const(0)), v16))
+            unsafe = builder.and_(builder.icmp_unsigned(">", raw_v, const(int(_SAFE_BITS))),
+                                  builder.icmp_unsigned("!=", raw_v, const(int(_NEG_ZERO))))
+            bad = builder.or_(bad, builder.zext(unsafe, v16))
+            cand = builder.select(up, u, const(0xFFFFFFFF))
+            min_bits = builder.select(builder.icmp_unsigned("<", cand, min_bits), cand, min_bits)
+            _emit_compress_store(builder, u, inside, builder.bitcast(ptr(6, at), i32.as_pointer()))
+            at = builder.add(at, builder.zext(builder.call(ctpop, [builder.bitcast(inside, _ir.IntType(16))]), i64))
+        for p, v in zip(lane_ptr, (n_up, n_pos, min_bits, bad)):
+            builder.store(v, p, align=4)
+        for half in range(2):
+            part = builder.shuffle_vector(run, _ir.Constant(f16, _ir.Undefined),
+                                          _ir.Constant(_ir.VectorType(i32, 8), list(range(8 * half, 8 * half + 8))))
+            hp = builder.bitcast(ptr(5, i64(8 * half)), d8.as_pointer())
+            builder.store(builder.fadd(builder.load(hp, align=8), builder.fpext(part, d8)), hp, align=8)
+        return builder.sub(at, args[7])
+
+    return sig, codegen
+
+
 @nb.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
 def _approx_range(g, raw, lo_v, hi_v, ulo, uhi, sh, lo, hi, cnt, hh, mn):
     """One thread's share of the float32 first pass: ``(h_above, min_above, n_above, n_inside, n_pos, unsafe)``.
 
-    ``1/x`` in float for every point (vectorised), added in double over the points above
-    the bracket (``reassoc``: a sum that only steers decisions with a margin; each term is
-    within 2^-24 of ``1/x``). The points inside (:func:`_compress_inside` collects their
-    bits) go to the fine bins in batches, with ``1/x`` in double.
+    Runs of 64 through :func:`_approx_run`: ``1/x`` in float for every point, summed in
+    float over the run and then in double over the points above the bracket (a sum that
+    only steers decisions with a margin; each term is within 2^-24 of ``1/x``, each run's
+    sum within 3 * 2^-24, as in C++). The points inside (whose bits the run collects) go to
+    the fine bins in batches, with ``1/x`` in double.
     """
     ha = 0.0  # the sum so far; hb the current 2^16 points' (so the double sums' error stays small at any n)
     hb = 0.0
@@ -77,28 +148,32 @@ def _approx_range(g, raw, lo_v, hi_v, ulo, uhi, sh, lo, hi, cnt, hh, mn):
     buf = np.empty(_BUF, np.uint32)
     fbuf = buf.view(np.float32)
     nbuf = 0
+    lanes = np.zeros(64, np.int32)  # _approx_run's lanes: counts above, counts positive, min bits, unsafe
+    lanes[32:48] = -1  # 0xFFFFFFFF: no gain above yet
+    hs = np.zeros(16)
     for c0 in range(lo, hi, 64):
         c1 = min(hi, c0 + 64)
         if (c0 - lo) & 0xFFFF == 0:
-            ha += hb
+            ha += hb + hs.sum()
             hb = 0.0
+            hs[:] = 0.0
+            na += lanes[0:16].sum()  # at most 4,096 a lane since the last flush
+            npos += lanes[16:32].sum()
+            lanes[0:32] = 0
         _prefetch_run(g, c0, 64)
-        for ii in range(c0, c1):
-            i = np.uint64(ii)
-            x = g[i]
-            unsafe += (raw[i] > _SAFE_BITS) & (raw[i] != _NEG_ZERO)
-            up = x >= hi_v
-            r = one / x  # 1/0 = inf (error_model="numpy"), selected away
-            hb += np.float64(r) if up else 0.0
-            na += up
-            npos += x > zero
-            minb = min(minb, raw[i] if up else _INF_BITS)
-        # The points inside, as their magnitudes' bits, into buf (binned in batches).
         if c1 - c0 == 64:
-            for q in range(c0, c1, 16):
-                nbuf += _compress_inside(raw, q, ulo, uhi, buf, nbuf)
-        else:
+            nbuf += _approx_run(raw, c0, ulo, uhi, lanes, hs, buf, nbuf)
+        else:  # the last, short run
             for ii in range(c0, c1):
+                i = np.uint64(ii)
+                x = g[i]
+                unsafe += (raw[i] > _SAFE_BITS) & (raw[i] != _NEG_ZERO)
+                up = x >= hi_v
+                r = one / x  # 1/0 = inf (error_model="numpy"), selected away
+                hb += np.float64(r) if up else 0.0
+                na += up
+                npos += x > zero
+                minb = min(minb, raw[i] if up else _INF_BITS)
                 u = raw[ii] & _ABS_BITS
                 if u >= ulo and u < uhi:
                     buf[nbuf] = u
@@ -113,7 +188,12 @@ def _approx_range(g, raw, lo_v, hi_v, ulo, uhi, sh, lo, hi, cnt, hh, mn):
                 if v < mn[b]:
                     mn[b] = v
             nbuf = 0
-    return ha + hb, minb, na, n_in, npos, unsafe
+    na += lanes[0:16].sum()
+    npos += lanes[16:32].sum()
+    for j in range(16):
+        minb = min(minb, np.uint32(lanes[32 + j]))
+        unsafe += lanes[48 + j] != 0
+    return ha + hb + hs.sum(), minb, na, n_in, npos, unsafe
 
 
 @_pjit
