@@ -251,11 +251,13 @@ Bracket<T> full_bracket() {
 // the bracket spans the sample ranks r -+ (4 sqrt(r) + 32).
 template <class T>
 Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m, int threads) {
-    // The sample's size trades its own cost (one thread: ~100 ns a sample point to read,
-    // sort and scan, measured) against the bracket pass's histogram of the points inside
-    // the bracket (~8 ns each, spread over the threads; about 7 / sqrt(sample) of the
-    // pool): the sum is least near (n / (4 threads))^(2/3), taken to the nearest power of
-    // two in [2^14, 2^20] (2^16 at 1e8 points on 1 or 2 threads, 2^18 at 1e9 on 2).
+    // The sample's size trades its own cost (read, sort and scan on one thread) against the
+    // bracket pass's binning of the points inside the bracket (about 7 / sqrt(sample) of
+    // the pool, spread over the threads): the sum is least near (n / (4 threads))^(2/3),
+    // taken to the nearest power of two in [2^14, 2^20] (2^16 at 1e8 points on 1 or 2
+    // threads, 2^18 at 1e9 on 2). Tuned when a sample point cost ~100 ns and an inside
+    // point ~8 ns; both are cheaper now (a value sort, the inside points binned in
+    // batches), and 2^16 was still the fastest of 2^15-2^17 at 1e8 on two threads.
     const double best = std::cbrt(std::pow(static_cast<double>(n) / (4.0 * std::max(1, threads)), 2.0));
     const int bits = static_cast<int>(std::lround(std::log2(std::max(best, 1.0))));
     const std::int64_t kSample = std::int64_t{1} << std::min(20, std::max(14, bits));
