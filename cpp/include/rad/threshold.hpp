@@ -288,15 +288,13 @@ Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m, int th
     // the pairs took ~4 ms of a 1e8 select's ~150 on two threads; this runs on one). With
     // RAD losses a = g + w g follows from the gain, so the values alone are sorted (a
     // radix sort of their bits: no index array to carry).
+    std::vector<T> keys(static_cast<size_t>(ns));
+    for (std::int64_t j = 0; j < ns; ++j) keys[static_cast<size_t>(j)] = static_cast<T>(s[static_cast<size_t>(j)].first);
     std::vector<std::int64_t> order;
     if (L.values) {
-        std::vector<T> keys(static_cast<size_t>(ns));
-        for (std::int64_t j = 0; j < ns; ++j) keys[static_cast<size_t>(j)] = static_cast<T>(s[static_cast<size_t>(j)].first);
         order.resize(static_cast<size_t>(ns));
         radix_argsort(keys.data(), ns, true, order.data(), 1);
     } else {
-        std::vector<T> keys(static_cast<size_t>(ns));
-        for (std::int64_t j = 0; j < ns; ++j) keys[static_cast<size_t>(j)] = static_cast<T>(s[static_cast<size_t>(j)].first);
         radix_sort_descending(keys.data(), ns);
         for (std::int64_t j = 0; j < ns; ++j) {
             const double gj = keys[static_cast<size_t>(j)];

@@ -75,6 +75,13 @@ def _prefetch_ahead(typingctx, arr, idx):
 _REGISTER_COMPRESS = _llvm.llvm_version_info[0] >= 19
 
 
+def _emit_splat(builder, value, vty):
+    """A vector of type ``vty`` with ``value`` in every lane (the intrinsics' broadcast)."""
+    first = builder.insert_element(_ir.Constant(vty, _ir.Undefined), value, _ir.IntType(32)(0))
+    zeros = _ir.Constant(_ir.VectorType(_ir.IntType(32), vty.count), [0] * vty.count)
+    return builder.shuffle_vector(first, _ir.Constant(vty, _ir.Undefined), zeros)
+
+
 def _emit_compress_store(builder, vec, mask, dst):
     """Store the lanes of ``vec`` selected by ``mask`` contiguously at ``dst`` (an element pointer)."""
     vty, mty = vec.type, mask.type
@@ -110,10 +117,7 @@ def _compress_bits(typingctx, mask, base, buf, pos):
         ary = context.make_array(aryty)(context, builder, args[2])
         ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(i8, [i8]), "llvm.ctpop.i8")
         mask_v = builder.zext(args[0], i64) if args[0].type.width < 64 else args[0]
-        base = args[1]
-        zeros = _ir.Constant(_ir.VectorType(_ir.IntType(32), 8), [0] * 8)
-        first = builder.insert_element(_ir.Constant(v8, _ir.Undefined), base, _ir.IntType(32)(0))
-        splat = builder.shuffle_vector(first, _ir.Constant(v8, _ir.Undefined), zeros)
+        splat = _emit_splat(builder, args[1], v8)
         at = args[3]
         start = at
         for j in range(8):
@@ -149,13 +153,7 @@ def _rad_support_run(typingctx, g, i0, w, tau, lanes):
         elem = _ir.FloatType() if gty.dtype == _types.float32 else f64
         src_ary = context.make_array(gty)(context, builder, args[0])
         lane_ary = context.make_array(lty)(context, builder, args[4])
-        zeros32 = _ir.Constant(_ir.VectorType(_ir.IntType(32), 8), [0] * 8)
-
-        def splat(x):
-            first = builder.insert_element(_ir.Constant(d8, _ir.Undefined), x, _ir.IntType(32)(0))
-            return builder.shuffle_vector(first, _ir.Constant(d8, _ir.Undefined), zeros32)
-
-        wv, tv = splat(args[2]), splat(args[3])
+        wv, tv = _emit_splat(builder, args[2], d8), _emit_splat(builder, args[3], d8)
         zero, one = _ir.Constant(d8, [0.0] * 8), _ir.Constant(d8, [1.0] * 8)
         lane_ptr = builder.bitcast(
             _cgutils.get_item_pointer(context, builder, lty, lane_ary, [i64(0)], wraparound=False, boundscheck=False),
@@ -1075,7 +1073,7 @@ def _bracket_range(g, raw, sign, inf_bits, losses, has_losses, w, lo_v, hi_v, ul
             for j in range(nbuf):
                 i = buf[j]
                 gi = np.float64(g[i])
-                a = gi + (losses[i] if has_losses else w * gi)
+                a = gi + _loss(losses, has_losses, w, i, gi)
                 r = 1.0 / a if a > 0 else 0.0
                 b = (_bits(raw[i], sign) - ulo) >> sh
                 cnt[b] += 1

@@ -36,6 +36,7 @@ from rad._backends.contract import rad_support_sums
 from rad._backends.numba_backend import (
     _SKETCH_PARTS,
     _emit_compress_store,
+    _emit_splat,
     _jit,
     _pjit,
     _prefetch_run,
@@ -83,16 +84,12 @@ def _approx_run(typingctx, raw, i0, ulo, uhi, lanes, hsum, buf, pos):
             ary = context.make_array(aryty)(context, builder, args[k])
             return _cgutils.get_item_pointer(context, builder, aryty, ary, [index], wraparound=False, boundscheck=False)
 
-        def splat(value):
-            first = builder.insert_element(_ir.Constant(v16, _ir.Undefined), value, i32(0))
-            return builder.shuffle_vector(first, _ir.Constant(v16, _ir.Undefined), _ir.Constant(v16, [0] * 16))
-
         def const(v):
             return _ir.Constant(v16, [v] * 16)
 
         lane_ptr = [builder.bitcast(ptr(4, i64(16 * k)), v16.as_pointer()) for k in range(4)]
         n_up, n_pos, min_bits, bad = (builder.load(p, align=4) for p in lane_ptr)
-        ulo_v, uhi_v = splat(args[2]), splat(args[3])
+        ulo_v, uhi_v = _emit_splat(builder, args[2], v16), _emit_splat(builder, args[3], v16)
         run = _ir.Constant(f16, [0.0] * 16)
         ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.IntType(16), [_ir.IntType(16)]),
                                                 "llvm.ctpop.i16")
