@@ -489,7 +489,10 @@ def test_merge_of_more_leftovers_than_a_block() -> None:
 
         others.append(_core.merge_leftovers(ids, masses, 5, wanted))
     for taken, last in others:
-        np.testing.assert_array_equal(np.asarray(taken), np.asarray(ref))
+        # The same picks; their order is not part of the definition (the selection is
+        # sorted), and the C++ rounding reads them out in ascending order.
+        assert len(taken) == len(ref)
+        np.testing.assert_array_equal(np.sort(np.asarray(taken)), np.sort(np.asarray(ref)))
         assert last == pick
 
 

@@ -56,8 +56,41 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
     return base + static_cast<std::int64_t>(rs.next() * kUnitScale);
 }
 
+// Appends base_index + i for every set bit i of words[0..nwords) (bit i % 64 of word
+// i / 64), in ascending order.
+inline void append_set_bits(const std::uint64_t* words, std::int64_t nwords, std::int64_t base_index,
+                            std::vector<std::int64_t>& out) {
+    std::size_t count = 0;
+    for (std::int64_t k = 0; k < nwords; ++k) count += static_cast<std::size_t>(__builtin_popcountll(words[k]));
+    if (count == 0) return;
+    const std::size_t at = out.size();
+#if defined(__AVX512F__)
+    // Eight bits at a time: one compress of eight indices, stored whole (the next store
+    // overwrites the slots past them): 8 slots of slack.
+    out.resize(at + count + 8);
+    std::int64_t* dst = out.data() + at;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(words);
+    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    for (std::int64_t k = 0; k < nwords; ++k) {
+        if (words[k] == 0) continue;
+        for (std::int64_t c = 8 * k; c < 8 * k + 8; ++c) {
+            const __m512i idx = _mm512_add_epi64(lane, _mm512_set1_epi64(base_index + 8 * c));
+            _mm512_storeu_si512(dst, _mm512_maskz_compress_epi64(static_cast<__mmask8>(bytes[c]), idx));
+            dst += __builtin_popcount(bytes[c]);
+        }
+    }
+    out.resize(at + count);
+#else
+    out.resize(at + count);
+    std::int64_t* dst = out.data() + at;
+    for (std::int64_t k = 0; k < nwords; ++k)
+        for (std::uint64_t bits = words[k]; bits != 0; bits &= bits - 1)
+            *dst++ = base_index + 64 * k + __builtin_ctzll(bits);
+#endif
+}
+
 // Round local items [0, len) (global index = base_index + local index); append taken global
-// indices (in ascending order if `ascending`, else as found). One streaming pass keeps the
+// indices in ascending order. One streaming pass keeps the
 // chunk offsets O_c (exact int64 sums of kChunk items' units); a crossing, a pick or a mass
 // is then found by a galloping, then binary, search over the chunk ends O_{c+1} and a
 // re-summation of the one chunk that holds it. The same M, the same decisions, the
@@ -70,9 +103,8 @@ inline std::int64_t first_target(Stream& rs, std::int64_t base) {
 // With max_crossings >= 0 no crossing is paired after that many (canonical.round_sequence).
 template <class Fill>
 Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, std::vector<std::int64_t>& taken,
-                       Fill&& fill, bool ascending = false, std::int64_t max_crossings = -1) {
+                       Fill&& fill, std::int64_t max_crossings = -1) {
     if (len == 0) return {};
-    const auto first_taken = static_cast<std::ptrdiff_t>(taken.size());
     constexpr std::int64_t kChunk = 8;  // items per stored offset (any width gives the same M)
     constexpr std::int64_t kSub = 256;  // items per fill call (a multiple of kChunk)
     const std::int64_t nch = (len + kChunk - 1) / kChunk;
@@ -88,6 +120,13 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
     cross_buf.resize(static_cast<size_t>(len) + kChunk);
     std::int64_t* crossings_at = cross_buf.data();
     std::int64_t n_cross = 0;
+    // The taken items, one bit each (item i: bit i % 8 of byte i / 8): the pass stores a
+    // chunk's certain items as one byte, the pairing sets its picks' bits, and the end reads
+    // them out in ascending order (a capped pool takes every few items: no merge of lists).
+    thread_local std::vector<std::uint64_t> taken_buf;
+    taken_buf.assign(static_cast<size_t>((len + 63) / 64), 0);
+    auto* taken_bytes = reinterpret_cast<unsigned char*>(taken_buf.data());
+    auto mark_taken = [&](std::int64_t i) { taken_bytes[i / 8] |= static_cast<unsigned char>(1u << (i % 8)); };
     double sub[kSub];
     // Items' running masses are kept from the point where the block turns out dense (more
     // than one unit of mass per kDenseItems items so far): there lookups are many (a capped
@@ -101,8 +140,8 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         fill(s0, cnt, sub);
         // Units (branch-free, one 8-wide vector per chunk: kChunk == 8) and the chunk
         // offsets in one pass, and in a dense stretch each item's running mass; a certain
-        // item (units == kOne) is taken here, in ascending order, and keeps 0 units (a
-        // capped pool has one every dozen items).
+        // item (units == kOne) is taken here and keeps 0 units (a capped pool has one every
+        // dozen items).
         const bool dense = s0 >= keep_from;
         if (cnt == kSub) {
             using namespace simd;
@@ -114,12 +153,11 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
                 const d8 x = select(p > zero, select(p < one, p, one), zero);
                 return __builtin_convertvector(x * scale + half, l8);
             };
-            l8 any_certain = {};
             for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk) {
                 l8 u = units8(c0);
                 const l8 certain = u == certain_units;
                 u = certain ? l8{} : u;
-                any_certain |= certain;
+                taken_bytes[(s0 + c0) / kChunk] = static_cast<unsigned char>(movemask(certain));
                 if (dense) {
                     const l8 c = inclusive_prefix(u) + run;
                     std::memcpy(cum_of + s0 + c0, &c, sizeof c);
@@ -138,35 +176,6 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
                 run += simd::hsum(u);
                 O[(s0 + c0) / kChunk + 1] = run;
             }
-            if (movemask(any_certain) != 0) {  // none in a sparse pool; in a capped pool one every dozen items
-                unsigned char certain_bits[kSub / kChunk];  // chunk c's certain items, bit j = item j
-                std::size_t count = 0;
-                for (std::int64_t c = 0; c < kSub / kChunk; ++c) {
-                    certain_bits[c] = static_cast<unsigned char>(movemask(units8(c * kChunk) == certain_units));
-                    count += static_cast<std::size_t>(__builtin_popcount(certain_bits[c]));
-                }
-                const std::size_t at = taken.size();
-#if defined(__AVX512F__)
-                // Each chunk's certain indices packed by one compress and stored as a whole
-                // vector (the next chunk's overwrite the slots past them): kChunk slots of slack.
-                taken.resize(at + count + kChunk);
-                std::int64_t* dst = taken.data() + at;
-                const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-                for (std::int64_t c = 0; c < kSub / kChunk; ++c) {
-                    const __m512i idx = _mm512_add_epi64(lane, _mm512_set1_epi64(base_index + s0 + c * kChunk));
-                    const __mmask8 bits = certain_bits[c];
-                    _mm512_storeu_si512(dst, _mm512_maskz_compress_epi64(bits, idx));
-                    dst += __builtin_popcount(bits);
-                }
-                taken.resize(at + count);
-#else
-                taken.resize(at + count);
-                std::int64_t* dst = taken.data() + at;
-                for (std::int64_t c = 0; c < kSub / kChunk; ++c)
-                    for (unsigned bits = certain_bits[c]; bits != 0; bits &= bits - 1)
-                        *dst++ = base_index + s0 + c * kChunk + __builtin_ctz(bits);
-#endif
-            }
         } else {
             std::int64_t run = O[s0 / kChunk];
             for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
@@ -174,7 +183,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
                 for (std::int64_t i = c0; i < c1; ++i) {
                     std::int64_t u = units(sub[i]);
                     if (u == kOne) {
-                        taken.push_back(base_index + s0 + i);
+                        mark_taken(s0 + i);
                         u = 0;
                     }
                     if (dense && ((run + u) >> kUnitBits) > (run >> kUnitBits)) crossings_at[n_cross++] = s0 + i;
@@ -267,14 +276,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         if (i < e) return i;
         return last_positive(e);
     };
-    const auto certain_end = static_cast<std::ptrdiff_t>(taken.size());  // ascending from here back
-    // Taken at a crossing: the crossing item j (ascending, in `taken`) or the run's survivor.
-    // Survivors taken are ascending too: after one is taken the carried item is j, and every
-    // later survivor is that item, a later j or a later run's item. With `ascending` they
-    // wait in `survivors` for the merge below; otherwise they go to `taken` as found.
-    thread_local std::vector<std::int64_t> survivors;
-    survivors.clear();
-    std::vector<std::int64_t>& taken_survivors = ascending ? survivors : taken;
+    // Taken at a crossing: the crossing item j or the run's survivor (marked in taken_bytes).
     std::int64_t base = 0, m_start = 0, start = 0, carry = -1;
     std::int64_t next_cross = 0;  // the first of crossings_at not yet passed
     for (std::int64_t crossings = 0; max_crossings < 0 || crossings < max_crossings; ++crossings) {
@@ -292,13 +294,13 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         const std::int64_t pick = resolve(start, j, base, m_start, carry);
         const std::int64_t held = before(j) - base;
         if (pick < 0) {
-            taken.push_back(base_index + j);
+            mark_taken(j);
             carry = -1;
         } else if (survivor_taken(rs, held, mass(j))) {
-            taken_survivors.push_back(base_index + pick);
+            mark_taken(pick);
             carry = j;
         } else {
-            taken.push_back(base_index + j);
+            mark_taken(j);
             carry = pick;
         }
         base += kOne;
@@ -306,20 +308,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         start = j + 1;
     }
     const std::int64_t pick = resolve(start, len, base, m_start, carry);
-    if (ascending) {
-        // Three ascending runs: the certain items, the crossing items and the survivors.
-        // The last two merge into scratch, then the certain items merge with them from the
-        // back, in place (the blocks then concatenate in order).
-        thread_local std::vector<std::int64_t> picks;
-        picks.resize(static_cast<size_t>(taken.end() - (taken.begin() + certain_end)) + survivors.size());
-        std::merge(taken.begin() + certain_end, taken.end(), survivors.begin(), survivors.end(), picks.begin());
-        taken.resize(static_cast<size_t>(certain_end) + picks.size());
-        std::int64_t* t = taken.data();
-        const std::int64_t* pk = picks.data();
-        std::ptrdiff_t i = certain_end - 1, k = static_cast<std::ptrdiff_t>(taken.size()) - 1;
-        for (std::ptrdiff_t p = static_cast<std::ptrdiff_t>(picks.size()) - 1; p >= 0; --k)
-            t[k] = i >= first_taken && t[i] > pk[p] ? t[i--] : pk[p--];
-    }
+    append_set_bits(taken_buf.data(), static_cast<std::int64_t>(taken_buf.size()), base_index, taken);
     return {pick >= 0 ? base_index + pick : -1, from_units(O[nch] - base)};
 }
 
@@ -328,8 +317,7 @@ inline Leftover round_sequence(const double* q, std::int64_t len, std::int64_t b
                                std::vector<std::int64_t>& taken, std::int64_t max_crossings = -1) {
     return round_chunked(
         len, base_index, rs, taken,
-        [q](std::int64_t i0, std::int64_t cnt, double* dst) { std::copy(q + i0, q + i0 + cnt, dst); }, false,
-        max_crossings);
+        [q](std::int64_t i0, std::int64_t cnt, double* dst) { std::copy(q + i0, q + i0 + cnt, dst); }, max_crossings);
 }
 
 // Leftovers per group in the merge's levels (canonical.MERGE_GROUP).
@@ -388,9 +376,8 @@ Leftover round_block(std::int64_t n, std::int64_t blk, std::int64_t offset, std:
                      std::uint64_t key, std::vector<std::int64_t>& taken, FillFn& fill) {
     Stream rs(stream_state(key, first_stream + static_cast<std::uint64_t>(blk)));
     const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
-    return round_chunked(
-        hi - lo, offset + lo, rs, taken, [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); },
-        true);
+    return round_chunked(hi - lo, offset + lo, rs, taken,
+                         [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); });
 }
 
 template <class FillFn>
