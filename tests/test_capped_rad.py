@@ -151,24 +151,33 @@ def test_span_sums_same_bits_on_every_backend() -> None:
 
 
 def test_values_at_least_on_every_backend() -> None:
-    """The top's gather against NumPy's mask, index order kept: ties at t, t between values,
-    above every value and at 0 (with -0.0), pools across block ends, both dtypes."""
+    """The top's gather against an exact float64 mask, index order kept in each part: ties at
+    t and at the split, t between values (also just above a float32 value, which rounding t
+    to float32 would take in), above every value and at 0 (with -0.0), a split below t, at t,
+    inside and above the values, pools across block ends, both dtypes."""
     rng = np.random.default_rng(8)
+    just_above = float(np.float32(10 / 49)) + 1e-12  # float32(just_above) == float32(10 / 49)
     checked = 0
     for n in (0, 1, 1000, 3 * 65_536 + 77):
         for dtype in (np.float32, np.float64):
             g = (rng.integers(0, 50, n) / 49).astype(dtype)  # heavy ties
             if n > 3:
                 g[1] = -0.0
-            for t in (0.5, float(np.nextafter(dtype(0.5), dtype(1))), 0.0, 1.0, 2.0, 0.3):
-                want = g[g >= t]
-                for name in BACKENDS:
-                    for threads in (1, 2):
-                        got = get_backend(name).values_at_least(g, t, threads)
-                        assert got.dtype == g.dtype
-                        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=f"{name} n={n}")
-                        checked += 1
-    assert checked > 100
+            exact = g.astype(np.float64)
+            for t in (0.5, float(np.nextafter(dtype(0.5), dtype(1))), 0.0, 1.0, 2.0, 0.3, just_above):
+                for split in (math.inf, t, 0.0, float(dtype(30 / 49)), 0.7, 5.0):
+                    hi = max(t, split)
+                    want_first = g[exact >= hi]
+                    want = np.concatenate((want_first, g[(exact >= t) & (exact < hi)]))
+                    for name in BACKENDS:
+                        for threads in (1, 2):
+                            got, first = get_backend(name).values_at_least(g, t, threads, split)
+                            assert got.dtype == g.dtype
+                            assert first == want_first.shape[0], f"{name} n={n} t={t} split={split}"
+                            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8),
+                                                          err_msg=f"{name} n={n} t={t} split={split}")
+                            checked += 1
+    assert checked > 1000
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -252,6 +261,12 @@ def _check_top_against_whole(gains: np.ndarray, w: float, rng: np.random.Generat
         size = int(np.count_nonzero(gains >= t))
         assert top.rad.size == size and top.rad.n == gains.shape[0]
         np.testing.assert_array_equal(top.rad.g.view(np.uint8), whole.rad.g[:size].view(np.uint8))
+        # Sorted in two parts on two threads: the same top, wherever the split falls.
+        for split in (float(whole.rad.g[size // 2]), t, float(whole.rad.g[0]), math.inf, 0.0):
+            halves = CappedContext.build(gains, None, w, reference, 2, top_from=t, split=split)
+            assert halves.rad is not None
+            np.testing.assert_array_equal(halves.rad.g.view(np.uint8), whole.rad.g[:size].view(np.uint8))
+            checked += 1
         if size == gains.shape[0]:
             continue
         with pytest.raises(BeyondTop):

@@ -381,14 +381,15 @@ void bind_for(py::module_& m) {
         return out;
     }, py::arg("g").noconvert(), py::arg("w"), py::arg("span"), py::arg("threads"));
 
-    m.def("values_at_least", [](Arr<T> g, double t, int threads) {
+    m.def("values_at_least", [](Arr<T> g, double t, double split, int threads) {
         threads = checked_threads(threads);
+        require(!std::isnan(t) && !std::isnan(split), "t and split must not be NaN");
         const T* gp = g.data();
         const std::int64_t n = g.size();
-        std::vector<T> r;
-        r = interruptible(n, [&] { return rad::values_at_least(gp, n, t, threads); });
-        return to_array(std::move(r));
-    }, py::arg("g").noconvert(), py::arg("t"), py::arg("threads"));
+        std::pair<std::vector<T>, std::int64_t> r;
+        r = interruptible(n, [&] { return rad::values_at_least(gp, n, t, split, threads); });
+        return py::make_tuple(to_array(std::move(r.first)), r.second);
+    }, py::arg("g").noconvert(), py::arg("t"), py::arg("split"), py::arg("threads"));
 
     m.def("support_block_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
         const Losses L = make_losses(losses, w);

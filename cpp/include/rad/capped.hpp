@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "rad/parallel.hpp"
@@ -221,56 +222,98 @@ T at_least(double t) {
     return c;
 }
 
-// How many of x[lo, hi) are >= c, and (with dst) those values written to dst in order.
-// AVX-512: sixteen floats (eight doubles) per compare, written by a compressing store.
-template <class T>
-std::int64_t gather_at_least(const T* x, std::int64_t lo, std::int64_t hi, T c, T* dst) {
-    std::int64_t k = 0, i = lo;
+// How many of x[lo, hi) are >= c_hi and how many lie in [c, c_hi) (c <= c_hi), and (with
+// dst_hi, dst_lo) those values written to dst_hi and dst_lo in order; without kTwo, c_hi is
+// c and no value goes to dst_lo. AVX-512: sixteen floats (eight doubles) per compare, each
+// part compressed in a register and written by a masked store. (A part that stays empty
+// must not be stored to even under an empty mask: every block's empty part would begin at
+// the same address, and the blocks' threads would contend for that cache line.)
+template <class T, bool kTwo>
+std::pair<std::int64_t, std::int64_t> gather_at_least(const T* x, std::int64_t lo, std::int64_t hi, T c, T c_hi,
+                                                      T* dst_hi, T* dst_lo) {
+    std::int64_t kh = 0, kl = 0, i = lo;
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T, float>) {
-        const __m512 cv = _mm512_set1_ps(c);
+        const __m512 cv = _mm512_set1_ps(c), hv = _mm512_set1_ps(c_hi);
         for (; i + 16 <= hi; i += 16) {
             const __m512 v = _mm512_loadu_ps(x + i);
-            const __mmask16 mk = _mm512_cmp_ps_mask(v, cv, _CMP_GE_OQ);
-            if (dst) _mm512_mask_compressstoreu_ps(dst + k, mk, v);
-            k += __builtin_popcount(mk);
+            const __mmask16 mh = _mm512_cmp_ps_mask(v, hv, _CMP_GE_OQ);
+            const int nh = __builtin_popcount(mh);
+            if (dst_hi)
+                _mm512_mask_storeu_ps(dst_hi + kh, static_cast<__mmask16>((1u << nh) - 1), _mm512_maskz_compress_ps(mh, v));
+            kh += nh;
+            if constexpr (kTwo) {
+                const __mmask16 ml = static_cast<__mmask16>(_mm512_cmp_ps_mask(v, cv, _CMP_GE_OQ) & ~mh);
+                const int nl = __builtin_popcount(ml);
+                if (dst_lo)
+                    _mm512_mask_storeu_ps(dst_lo + kl, static_cast<__mmask16>((1u << nl) - 1),
+                                          _mm512_maskz_compress_ps(ml, v));
+                kl += nl;
+            }
         }
     } else {
-        const __m512d cv = _mm512_set1_pd(c);
+        const __m512d cv = _mm512_set1_pd(c), hv = _mm512_set1_pd(c_hi);
         for (; i + 8 <= hi; i += 8) {
             const __m512d v = _mm512_loadu_pd(x + i);
-            const __mmask8 mk = _mm512_cmp_pd_mask(v, cv, _CMP_GE_OQ);
-            if (dst) _mm512_mask_compressstoreu_pd(dst + k, mk, v);
-            k += __builtin_popcount(mk);
+            const __mmask8 mh = _mm512_cmp_pd_mask(v, hv, _CMP_GE_OQ);
+            const int nh = __builtin_popcount(mh);
+            if (dst_hi)
+                _mm512_mask_storeu_pd(dst_hi + kh, static_cast<__mmask8>((1u << nh) - 1), _mm512_maskz_compress_pd(mh, v));
+            kh += nh;
+            if constexpr (kTwo) {
+                const __mmask8 ml = static_cast<__mmask8>(_mm512_cmp_pd_mask(v, cv, _CMP_GE_OQ) & ~mh);
+                const int nl = __builtin_popcount(ml);
+                if (dst_lo)
+                    _mm512_mask_storeu_pd(dst_lo + kl, static_cast<__mmask8>((1u << nl) - 1),
+                                          _mm512_maskz_compress_pd(ml, v));
+                kl += nl;
+            }
         }
     }
 #endif
-    for (; i < hi; ++i)
-        if (x[i] >= c) {
-            if (dst) dst[k] = x[i];
-            ++k;
+    for (; i < hi; ++i) {
+        const T v = x[i];
+        if (v >= c_hi) {
+            if (dst_hi) dst_hi[kh] = v;
+            ++kh;
+        } else if (kTwo && v >= c) {
+            if (dst_lo) dst_lo[kl] = v;
+            ++kl;
         }
-    return k;
+    }
+    return {kh, kl};
 }
 
-// The values >= t in index order (the capped path's top of the pool, sorted afterwards in
-// python/rad/_solve/capped_rad.py): each block counts its values, then writes them at its
-// offset.
+// The values >= t (the capped path's top of the pool, sorted afterwards in
+// python/rad/_solve/capped_rad.py): those >= max(t, split) first, then the rest, each part
+// in index order, and the first part's size (the two parts are sorted on two threads).
+// Each block counts its values, then writes them at its offsets.
 template <class T>
-std::vector<T> values_at_least(const T* g, std::int64_t n, double t, int threads) {
-    const T c = at_least<T>(t);
+std::pair<std::vector<T>, std::int64_t> values_at_least(const T* g, std::int64_t n, double t, double split,
+                                                        int threads) {
+    const T c = at_least<T>(t), c_split = at_least<T>(split);
+    // One part (the second when split is above every value of T) or two.
+    const bool two = c_split > c && c_split < std::numeric_limits<T>::infinity();
+    const T c_hi = two ? c_split : c;
     const std::int64_t nb = num_blocks(n);
-    std::vector<std::int64_t> off(static_cast<size_t>(nb) + 1, 0);
+    std::vector<std::int64_t> off_hi(static_cast<size_t>(nb) + 1, 0), off_lo(static_cast<size_t>(nb) + 1, 0);
+    auto gather = [&](std::int64_t blk, T* dst_hi, T* dst_lo) {
+        const std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock);
+        return two ? gather_at_least<T, true>(g, lo, hi, c, c_hi, dst_hi, dst_lo)
+                   : gather_at_least<T, false>(g, lo, hi, c, c_hi, dst_hi, dst_lo);
+    };
     for_each_block(n, threads, [&](std::int64_t blk) {
-        off[static_cast<size_t>(blk) + 1] =
-            gather_at_least<T>(g, blk * kBlock, std::min(n, (blk + 1) * kBlock), c, nullptr);
+        const auto counts = gather(blk, nullptr, nullptr);
+        off_hi[static_cast<size_t>(blk) + 1] = counts.first;
+        off_lo[static_cast<size_t>(blk) + 1] = counts.second;
     });
-    for (std::int64_t blk = 0; blk < nb; ++blk) off[blk + 1] += off[blk];
-    std::vector<T> out(static_cast<size_t>(off[nb]));
-    for_each_block(n, threads, [&](std::int64_t blk) {
-        gather_at_least<T>(g, blk * kBlock, std::min(n, (blk + 1) * kBlock), c, out.data() + off[blk]);
-    });
-    return out;
+    for (std::int64_t blk = 0; blk < nb; ++blk) off_hi[blk + 1] += off_hi[blk];
+    off_lo[0] = off_hi[nb];
+    for (std::int64_t blk = 0; blk < nb; ++blk) off_lo[blk + 1] += off_lo[blk];
+    std::vector<T> out(static_cast<size_t>(off_lo[nb]));
+    for_each_block(n, threads, [&](std::int64_t blk) { gather(blk, out.data() + off_hi[blk], out.data() + off_lo[blk]); });
+    // Without a split every value is in the one part gathered as "hi": it is the second part.
+    return {std::move(out), two || c_split <= c ? off_hi[nb] : 0};
 }
 
 }  // namespace rad

@@ -15,6 +15,7 @@ solver uses the sorted scan.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -161,10 +162,12 @@ class Kernels(Protocol):
         ``a = g + w g``; shape ``(3, ceil(n / span))``; ``span`` divides the canonical block.
         """
 
-    def values_at_least(self, g: FloatArray, t: float, threads: int) -> FloatArray:
-        """The values of ``g`` that are ``>= t``, in index order and ``g``'s dtype.
+    def values_at_least(self, g: FloatArray, t: float, threads: int,
+                        split: float = math.inf) -> tuple[FloatArray, int]:
+        """The values of ``g`` that are ``>= t``, those ``>= split`` first, and how many those are.
 
-        The capped path's top of the pool (:mod:`rad._solve.capped_rad`), sorted afterwards.
+        Each part in index order and ``g``'s dtype. The capped path's top of the pool
+        (:mod:`rad._solve.capped_rad`), sorted afterwards: the two parts on two threads.
         """
 
     def depround_q(self, q: NDArray[np.float64], b: int, key: int, threads: int) -> IndexArray:

@@ -8,6 +8,7 @@ DepRound decisions).
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -872,49 +873,66 @@ def span_sums(g, w, span, threads):
 
 
 @_pjit
-def _count_at_least(g, t, counts):
+def _count_at_least(g, t, t_hi, counts):
     # Unsigned indices and the prefetch, as in the bracket pass: a signed index compiles to
     # gathers here (Python's negative-index wraparound), and the pass waits on memory.
     n = g.shape[0]
-    for blk in nb.prange(counts.shape[0]):
+    for blk in nb.prange(counts.shape[1]):
+        c_hi = 0
         c = 0
         end = min(n, (blk + 1) * BLOCK)
         for s in range(blk * BLOCK, end, 256):
             _prefetch_run(g, s, 256)
             for ii in range(s, min(end, s + 256)):
-                c += float(g[np.uint64(ii)]) >= t
-        counts[blk] = c
+                v = float(g[np.uint64(ii)])
+                c_hi += v >= t_hi
+                c += v >= t
+        counts[0, blk] = c_hi
+        counts[1, blk] = c - c_hi
 
 
 @_pjit
-def _write_at_least(g, t, offsets, out):
+def _write_at_least(g, t, t_hi, offsets, out):
     n = g.shape[0]
-    for blk in nb.prange(offsets.shape[0] - 1):
-        buf = np.empty(256, dtype=g.dtype)  # a branch-free append, 256 values at a time
-        k = offsets[blk]
+    for blk in nb.prange(offsets.shape[1] - 1):
+        buf_hi = np.empty(256, dtype=g.dtype)  # branch-free appends, 256 values at a time
+        buf = np.empty(256, dtype=g.dtype)
+        k_hi = offsets[0, blk]
+        k = offsets[1, blk]
         end = min(n, (blk + 1) * BLOCK)
         for s in range(blk * BLOCK, end, 256):
             _prefetch_run(g, s, 256)
+            c_hi = 0
             c = 0
             for ii in range(s, min(end, s + 256)):
                 v = g[np.uint64(ii)]
+                hi = float(v) >= t_hi
+                buf_hi[c_hi] = v
+                c_hi += hi
                 buf[c] = v
-                c += float(v) >= t
+                c += (float(v) >= t) and not hi
+            for j in range(c_hi):
+                out[k_hi + j] = buf_hi[j]
             for j in range(c):
                 out[k + j] = buf[j]
+            k_hi += c_hi
             k += c
 
 
-def values_at_least(g, t, threads):
-    """Each block counts its values ``>= t``, then writes them at its offset."""
+def values_at_least(g, t, threads, split=math.inf):
+    """Each block counts its values ``>= t`` (and ``>= split``), then writes them at its offsets."""
     _use_threads(threads)
-    counts = np.zeros(-(-g.shape[0] // BLOCK), dtype=np.int64)
-    _count_at_least(g, float(t), counts)
-    offsets = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    out = np.empty(int(offsets[-1]), dtype=g.dtype)
-    _write_at_least(g, float(t), offsets, out)
-    return out
+    t_hi = max(float(t), float(split))
+    counts = np.zeros((2, -(-g.shape[0] // BLOCK)), dtype=np.int64)
+    _count_at_least(g, float(t), t_hi, counts)
+    offsets = np.zeros((2, counts.shape[1] + 1), dtype=np.int64)
+    np.cumsum(counts[0], out=offsets[0, 1:])
+    offsets[1, 0] = offsets[0, -1]
+    np.cumsum(counts[1], out=offsets[1, 1:])
+    offsets[1, 1:] += offsets[1, 0]
+    out = np.empty(int(offsets[1, -1]), dtype=g.dtype)
+    _write_at_least(g, float(t), t_hi, offsets, out)
+    return out, int(offsets[0, -1])
 
 
 #: The capped path's F(nu) and rad.dask's per-chunk rounding use the reference.

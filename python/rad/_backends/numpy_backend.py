@@ -9,6 +9,7 @@ and key, for any number of threads. ``threads`` is accepted and ignored here.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -192,9 +193,28 @@ def span_sums(g: np.ndarray, w: float, span: int, threads: int = 1) -> np.ndarra
     return out + 0.0  # a sum that starts from +0.0: a span of -0.0 gains totals +0.0
 
 
-def values_at_least(g: np.ndarray, t: float, threads: int = 1) -> np.ndarray:
-    """The values of ``g`` that are ``>= t``, in index order and ``g``'s dtype."""
-    return g[g >= t]
+def _at_least(dtype: np.dtype, t: float) -> np.floating:
+    """The least value of ``dtype`` at or above ``t``: ``x >= t`` exactly when ``x >=`` it.
+
+    (NumPy compares a float32 array with a Python float after rounding the float to float32,
+    which can round it down.)
+    """
+    with np.errstate(over="ignore"):
+        c: np.floating = dtype.type(t)
+    if float(c) < t:
+        c = np.nextafter(c, dtype.type(np.inf))
+    return c
+
+
+def values_at_least(g: np.ndarray, t: float, threads: int = 1, split: float = math.inf) -> tuple[np.ndarray, int]:
+    """The values of ``g`` that are ``>= t``, those ``>= split`` first, and how many those are.
+
+    Each part in index order and ``g``'s dtype.
+    """
+    c = _at_least(g.dtype, t)
+    c_hi = max(c, _at_least(g.dtype, split))
+    hi = g[g >= c_hi]
+    return np.concatenate((hi, g[(g >= c) & (g < c_hi)])), int(hi.shape[0])
 
 
 def capped_eval(

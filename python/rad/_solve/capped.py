@@ -11,6 +11,7 @@ sorted gains (:mod:`rad._solve.capped_rad`); otherwise it is one ``O(n)`` backen
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -89,14 +90,14 @@ class CappedContext:
 
     @staticmethod
     def build(gains: np.ndarray, losses: np.ndarray | None, w: float, backend: Kernels, threads: int,
-              top_from: float | None = None) -> CappedContext:
+              top_from: float | None = None, split: float = math.inf) -> CappedContext:
         """Sort once: the gains alone with RAD losses, by gain and by loss otherwise.
 
         With RAD losses and ``top_from``, only the gains ``>= top_from`` (the top of the
-        pool, :mod:`rad._solve.capped_rad`).
+        pool, :mod:`rad._solve.capped_rad`; ``split`` divides its sort in two).
         """
         if losses is None:
-            return CappedContext(backend, threads, rad=SortedRadGains(gains, w, backend, threads, top_from))
+            return CappedContext(backend, threads, rad=SortedRadGains(gains, w, backend, threads, top_from, split))
         g = np.asarray(gains, dtype=np.float64)
         # Break ties by the other key, so the sorted arrays (and every sum over them)
         # are the same for any permutation of the input: exact permutation equivariance.
@@ -163,12 +164,13 @@ def _bisect_bits(lo: float, hi: float) -> float:
     return float(np.int64(ilo + (ihi - ilo) // 2).view(np.float64))
 
 
-def top_threshold(gains: np.ndarray, b: int, support: int, margin: float) -> float | None:
-    """A gain ``t`` with about ``margin * max(b, support)`` points ``>= t``.
+def top_threshold(gains: np.ndarray, b: int, support: int, margin: float) -> tuple[float, float] | None:
+    """A gain ``t`` with about ``margin * max(b, support)`` points ``>= t``, and a split.
 
+    The split has about half as many points above it (the top's sort runs in two parts).
     None when that is more than half the pool (the whole pool is sorted then). Read off a
     strided sample of :data:`TOP_SAMPLE` points, so it is the same for every backend and
-    thread count.
+    thread count (the split affects only the time).
     """
     n = int(gains.shape[0])
     want = int(margin * max(b, support))
@@ -176,7 +178,8 @@ def top_threshold(gains: np.ndarray, b: int, support: int, margin: float) -> flo
         return None
     sample = np.sort(gains[:: max(1, n // TOP_SAMPLE)])
     s = int(sample.shape[0])
-    return float(sample[s - 1 - min(s - 1, want * s // n)])
+    return (float(sample[s - 1 - min(s - 1, want * s // n)]),
+            float(sample[s - 1 - min(s - 1, want * s // (2 * n))]))
 
 
 def solve_capped(gains: np.ndarray, losses: np.ndarray | None, w: float, backend: Kernels, threads: int,
@@ -193,11 +196,12 @@ def solve_capped(gains: np.ndarray, losses: np.ndarray | None, w: float, backend
     """
     top: CappedContext | None = None
     for margin in TOP_MARGINS if losses is None else ():
-        top_from = top_threshold(gains, b, support, margin)
-        if top_from is None:
+        top_at = top_threshold(gains, b, support, margin)
+        if top_at is None:
             break
+        top_from, split = top_at
         if top is None:
-            top = CappedContext.build(gains, None, w, backend, threads, top_from)
+            top = CappedContext.build(gains, None, w, backend, threads, top_from, split)
         else:
             assert top.rad is not None
             top.rad.extend(gains, top_from)
