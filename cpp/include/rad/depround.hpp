@@ -70,13 +70,14 @@ inline void append_set_bits(const std::uint64_t* words, std::int64_t nwords, std
     out.resize(at + count + 8);
     std::int64_t* dst = out.data() + at;
     const auto* bytes = reinterpret_cast<const unsigned char*>(words);
-    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), eight = _mm512_set1_epi64(8);
     for (std::int64_t k = 0; k < nwords; ++k) {
         if (words[k] == 0) continue;
+        __m512i idx = _mm512_add_epi64(lane, _mm512_set1_epi64(base_index + 64 * k));  // byte c's items
         for (std::int64_t c = 8 * k; c < 8 * k + 8; ++c) {
-            const __m512i idx = _mm512_add_epi64(lane, _mm512_set1_epi64(base_index + 8 * c));
             _mm512_storeu_si512(dst, _mm512_maskz_compress_epi64(static_cast<__mmask8>(bytes[c]), idx));
             dst += __builtin_popcount(bytes[c]);
+            idx = _mm512_add_epi64(idx, eight);
         }
     }
     out.resize(at + count);
