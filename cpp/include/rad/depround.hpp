@@ -37,6 +37,26 @@ inline std::int64_t units(double p) {
     return static_cast<std::int64_t>(x * kUnitScale + 0.5);
 }
 
+// units() of eight probabilities: the same operations, lane by lane.
+inline simd::l8 units8(const double* q) {
+    using namespace simd;
+    const d8 p = load8(q), one = splat8(1.0), zero = splat8(0.0);
+    const d8 x = select(p > zero, select(p < one, p, one), zero);
+    return __builtin_convertvector(x * splat8(kUnitScale) + splat8(0.5), l8);
+}
+
+// c[j] = units(q[0]) + ... + units(q[j]) for j in [0, count): eight at a time.
+inline void running_units(const double* q, std::int64_t count, std::int64_t* c) {
+    std::int64_t run = 0, j = 0;
+    for (; j + 8 <= count; j += 8) {
+        const simd::l8 u = units8(q + j);
+        const simd::l8 s = simd::inclusive_prefix(u) + run;
+        std::memcpy(c + j, &s, sizeof s);
+        run += simd::hsum(u);
+    }
+    for (; j < count; ++j) c[j] = run += units(q[j]);
+}
+
 // Units back to a probability (exact: below 2^53).
 inline double from_units(std::int64_t u) { return static_cast<double>(u) / kUnitScale; }
 
@@ -146,16 +166,10 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
         const bool dense = s0 >= keep_from;
         if (cnt == kSub) {
             using namespace simd;
-            const d8 zero = splat8(0.0), one = splat8(1.0), scale = splat8(kUnitScale), half = splat8(0.5);
             const l8 certain_units = l8{} + kOne;
             std::int64_t run = O[s0 / kChunk];  // in a register: O may alias cum_of for the compiler
-            auto units8 = [&](std::int64_t c0) {  // units() of eight items: the same operations
-                const d8 p = load8(sub + c0);
-                const d8 x = select(p > zero, select(p < one, p, one), zero);
-                return __builtin_convertvector(x * scale + half, l8);
-            };
             for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk) {
-                l8 u = units8(c0);
+                l8 u = units8(sub + c0);
                 const l8 certain = u == certain_units;
                 u = certain ? l8{} : u;
                 taken_bytes[(s0 + c0) / kChunk] = static_cast<unsigned char>(movemask(certain));

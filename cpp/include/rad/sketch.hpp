@@ -107,8 +107,7 @@ SketchedBlock round_sketched_block(const Span* U, std::int64_t lo_index, Stream&
     q.resize(static_cast<size_t>(count));
     c.resize(static_cast<size_t>(count));
     fill(first, count, q.data());
-    std::int64_t run = 0;
-    for (std::int64_t j = 0; j < count; ++j) c[static_cast<size_t>(j)] = run += units(q[static_cast<size_t>(j)]);
+    running_units(q.data(), count, c.data());
     // With the exact prefix B = U(k1) in [U[k1].lo, U[k1].hi], the pick is the first j with
     // B + c_j > t: decided when every (B, t) within the bounds gives the same j.
     const std::int64_t xlo = tlo - U[k1].hi, xhi = thi - U[k1].lo;
