@@ -131,11 +131,13 @@ def _round_sketched(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, ske
         first = k1 * _SPAN
         count = (k2 + 1 - k1) * _SPAN
         c = np.empty(count, np.int64)
-        run = np.int64(0)
-        for j in range(count):
+        for j in range(count):  # the units first (vectorised: no running sum), then their sums
             i = np.uint64(lo + first + j)
             gi = np.float64(g[i])
-            run += _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf))
+            c[j] = _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf))
+        run = np.int64(0)
+        for j in range(count):
+            run += c[j]
             c[j] = run
         ia = np.searchsorted(c, x_lo - uh[k1], side="right")
         ib = np.searchsorted(c, x_hi - ul[k1], side="right")
