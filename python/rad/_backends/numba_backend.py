@@ -904,13 +904,19 @@ def _write_at_least(g, t, t_hi, offsets, out):
             _prefetch_run(g, s, 256)
             c_hi = 0
             c = 0
-            for ii in range(s, min(end, s + 256)):
-                v = g[np.uint64(ii)]
-                hi = float(v) >= t_hi
-                buf_hi[c_hi] = v
-                c_hi += hi
-                buf[c] = v
-                c += (float(v) >= t) and not hi
+            if t_hi == np.inf:  # one part (no value is >= inf): one store per value
+                for ii in range(s, min(end, s + 256)):
+                    v = g[np.uint64(ii)]
+                    buf[c] = v
+                    c += float(v) >= t
+            else:
+                for ii in range(s, min(end, s + 256)):
+                    v = g[np.uint64(ii)]
+                    hi = float(v) >= t_hi
+                    buf_hi[c_hi] = v
+                    c_hi += hi
+                    buf[c] = v
+                    c += (float(v) >= t) and not hi
             for j in range(c_hi):
                 out[k_hi + j] = buf_hi[j]
             for j in range(c):
