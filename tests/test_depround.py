@@ -437,6 +437,28 @@ def test_certain_items_among_fractional_identical_on_every_backend(backend: str)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_certain_items_in_sparse_blocks_identical_on_every_backend(backend: str) -> None:
+    """Certain items carry no mass, so a block of tiny q with certain items scattered through
+    it stays sparse (the C++ pass marks them only where a stretch holds one): the same
+    indices as the definition, and every certain item taken."""
+    from rad._backends import get_backend, numpy_backend
+
+    rng = np.random.default_rng(12)
+    n = 3 * BLOCK + 300
+    q = rng.random(n) * 2e-4  # ~6.6 units per block: sparse throughout
+    certain = rng.choice(n, 200, replace=False)
+    q[certain] = 1.0
+    q[BLOCK + 255 : BLOCK + 258] = 1.0  # across a 256-item stretch's end
+    q[-1] = 0.0
+    q[-1] = math.ceil(math.fsum(q.tolist())) - math.fsum(q.tolist())  # an integral sum
+    b = round(math.fsum(q.tolist()))
+    for key in range(6):
+        got = get_backend(backend).depround_q(q, b, key, 2)
+        np.testing.assert_array_equal(got, numpy_backend.depround_q(q, b, key))
+        assert np.all(np.isin(np.flatnonzero(q == 1.0), got))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_sparse_and_dense_stretches_identical_on_every_backend(backend: str) -> None:
     """The C++ pass keeps each item's units only from where a block turns dense (more than
     one unit of mass per 2,048 items so far) and refills a chunk it looks up before that.

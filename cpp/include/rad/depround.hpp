@@ -168,12 +168,13 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
             using namespace simd;
             const l8 certain_units = l8{} + kOne;
             std::int64_t run = O[s0 / kChunk];  // in a register: O may alias cum_of for the compiler
+            l8 any_certain = {};
             for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk) {
                 l8 u = units8(sub + c0);
                 const l8 certain = u == certain_units;
                 u = certain ? l8{} : u;
-                taken_bytes[(s0 + c0) / kChunk] = static_cast<unsigned char>(movemask(certain));
                 if (dense) {
+                    taken_bytes[(s0 + c0) / kChunk] = static_cast<unsigned char>(movemask(certain));
                     const l8 c = inclusive_prefix(u) + run;
                     std::memcpy(cum_of + s0 + c0, &c, sizeof c);
                     // Item p crosses where M's whole units grow: (M_p >> 46) > (M_{p-1} >> 46).
@@ -187,10 +188,15 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
 #else
                     for (unsigned b = cross; b != 0; b &= b - 1) crossings_at[n_cross++] = s0 + c0 + __builtin_ctz(b);
 #endif
+                } else {
+                    any_certain |= certain;  // a vector OR: the sparse pass stays as lean as it was
                 }
                 run += simd::hsum(u);
                 O[(s0 + c0) / kChunk + 1] = run;
             }
+            if (!dense && movemask(any_certain) != 0)  // rare: a certain item in a sparse stretch
+                for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk)
+                    taken_bytes[(s0 + c0) / kChunk] = static_cast<unsigned char>(movemask(units8(sub + c0) == certain_units));
         } else {
             std::int64_t run = O[s0 / kChunk];
             for (std::int64_t c0 = 0; c0 < cnt; c0 += kChunk) {
