@@ -176,6 +176,10 @@ class SortedRadGains:
         """:func:`~rad._backends.numpy_backend.rad_terms` of ranks ``[lo, hi)``."""
         return rad_terms(self.g[lo:hi], self.w)
 
+    def _term(self, row: int, lo: int, hi: int) -> np.ndarray:
+        """Row ``row`` of :meth:`_terms` alone (the gains' row needs no division)."""
+        return self.g[lo:hi].astype(np.float64) if row == 2 else self._terms(lo, hi)[row]
+
     def _running(self, blk: int) -> np.ndarray:
         """The sequential running sums of the three terms inside span ``blk`` (3 rows).
 
@@ -208,8 +212,8 @@ class SortedRadGains:
             return 0.0
         bs, be = s // SPAN, (e - 1) // SPAN
         if bs == be:
-            return float(np.cumsum(self._terms(s, e)[row])[-1])
-        parts = [self._terms(s, (bs + 1) * SPAN)[row], self._totals[row, bs + 1 : be], self._terms(be * SPAN, e)[row]]
+            return float(np.cumsum(self._term(row, s, e))[-1])
+        parts = [self._term(row, s, (bs + 1) * SPAN), self._totals[row, bs + 1 : be], self._term(row, be * SPAN, e)]
         return float(np.cumsum(np.concatenate(parts))[-1])
 
     # ------------------------------------------------------------------ searches
