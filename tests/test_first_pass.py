@@ -584,17 +584,19 @@ def test_numba_intrinsics_against_numpy() -> None:
     masks[:3] = [0, np.uint64(2**64 - 1), np.uint64(2**63)]
     want_idx = np.concatenate([1000 + 64 * j + np.flatnonzero([(int(mk) >> k) & 1 for k in range(64)])
                                for j, mk in enumerate(masks)])
-    ibuf = np.zeros(64 * masks.shape[0] + 64, np.int64)
-    got = bits(masks, ibuf)
-    assert got == want_idx.shape[0]
-    np.testing.assert_array_equal(ibuf[:got], want_idx)
+    for dtype in (np.int64, np.int32):  # DepRound's blocks read their bitmaps into int32 rows
+        ibuf = np.zeros(64 * masks.shape[0] + 64, dtype)
+        got = bits(masks, ibuf)
+        assert got == want_idx.shape[0]
+        np.testing.assert_array_equal(ibuf[:got], want_idx)
 
 
 @pytest.mark.skipif("numba" not in BACKENDS or "cpp" not in BACKENDS, reason="needs Numba and the compiled module")
 def test_numba_passes_without_avx512(tmp_path) -> None:
     """Numba compiled for a CPU without AVX-512 (LLVM expands the compress-stores into
     scalar code) gives the C++ backend's indices: float32 (the first pass) and float64
-    with given losses (the bracket pass), pools large enough for a sampled bracket."""
+    with given losses (the bracket pass), pools large enough for a sampled bracket, and
+    a capped float32 pool (DepRound's bitmaps of taken items read out by compresses)."""
     import os
     import subprocess
     import sys
@@ -608,6 +610,10 @@ def test_numba_passes_without_avx512(tmp_path) -> None:
         "        a = rad.select(gains, m, 1000, rng=5, backend='numba', threads=t, **kw)\n"
         "        b = rad.select(gains, m, 1000, rng=5, backend='cpp', threads=t, **kw)\n"
         "        assert np.array_equal(a, b), (gains.dtype, t)\n"
+        "g32 = g.astype(np.float32); n = g32.shape[0]\n"
+        "a = rad.select(g32, 0.001 * n, n // 10, rng=5, backend='numba')\n"
+        "assert rad.solve(g32, 0.001 * n, n // 10).capped\n"
+        "assert np.array_equal(a, rad.select(g32, 0.001 * n, n // 10, rng=5, backend='cpp')), 'capped'\n"
         "print('same')\n"
     )
     env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CACHE_DIR=str(tmp_path))

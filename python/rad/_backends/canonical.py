@@ -260,13 +260,15 @@ def finish_selection(taken: list[int], pick: int, b: int) -> np.ndarray:
 
 def finish_in_place(
     out: np.ndarray, count: int, pick: int, b: int,
-    increasing: Callable[[np.ndarray], bool] | None = None,
+    increasing: Callable[[np.ndarray], bool] | None = None, ascending_head: bool = False,
 ) -> np.ndarray:
     """:func:`finish_selection` on ``out[:count]``, in ``out`` (room for ``b``): no copy of ``b``.
 
     ``increasing`` checks that the sorted result is strictly increasing (the picks are
     distinct); by default a NumPy comparison, which the Numba backend replaces with a
-    compiled loop that allocates nothing.
+    compiled loop that allocates nothing. With ``ascending_head`` all but a few entries at
+    the end are already ascending, and NumPy's stable sort (a merge of runs) takes about a
+    tenth of the time of its default sort on them; either sort gives the same result.
     """
     if count == b - 1 and pick >= 0:
         out[count] = pick
@@ -274,7 +276,7 @@ def finish_in_place(
     if count != b:
         raise RuntimeError(f"internal error: DepRound produced {count} indices for a budget of {b}")
     out = out[:b]
-    out.sort()
+    out.sort(kind="stable" if ascending_head else None)
     distinct = increasing(out) if increasing is not None else (b <= 1 or bool(np.all(out[1:] > out[:-1])))
     if not distinct:
         raise RuntimeError(f"internal error: DepRound produced repeated indices for a budget of {b}")

@@ -101,32 +101,39 @@ def _emit_compress_store(builder, vec, mask, dst):
 def _compress_bits(typingctx, mask, base, buf, pos):
     """Append ``base + k`` for every set bit ``k`` of the 64-bit ``mask`` to ``buf[pos:]``.
 
-    In ascending order; returns how many (eight vector compresses of eight int64; each
-    stores a whole vector, so ``buf`` needs room for 8 beyond the last index written).
+    In ascending order; returns how many. An int64 ``buf`` takes eight vector compresses of
+    eight lanes, an int32 one four of sixteen (``base + k`` must fit); each stores a whole
+    vector, so ``buf`` needs room for a vector (8 or 16) beyond the last index written.
     The bracket pass bins the points inside its bracket from such a buffer of indices
     (as the first pass's :func:`rad._backends.numba_first_pass._approx_run` its values; the
-    caller guarantees room for 64 more in ``buf``).
+    caller guarantees room for 64 more in ``buf``); DepRound reads its blocks' bitmaps of
+    taken items out with it.
     """
     sig = _types.int64(mask, base, buf, pos)
 
     def codegen(context, builder, signature, args):
         i64 = _ir.IntType(64)
-        v8 = _ir.VectorType(i64, 8)
-        m8 = _ir.VectorType(_ir.IntType(1), 8)
-        i8 = _ir.IntType(8)
         aryty = signature.args[2]
+        width = aryty.dtype.bitwidth  # 64 or 32
+        lanes = 512 // width
+        ety = _ir.IntType(width)
+        vty = _ir.VectorType(ety, lanes)
+        mty = _ir.VectorType(_ir.IntType(1), lanes)
+        chunk = _ir.IntType(lanes)
         ary = context.make_array(aryty)(context, builder, args[2])
-        ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(i8, [i8]), "llvm.ctpop.i8")
+        ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(chunk, [chunk]),
+                                                f"llvm.ctpop.i{lanes}")
         mask_v = builder.zext(args[0], i64) if args[0].type.width < 64 else args[0]
-        splat = _emit_splat(builder, args[1], v8)
+        base = builder.trunc(args[1], ety) if width < 64 else args[1]
+        splat = _emit_splat(builder, base, vty)
         at = args[3]
         start = at
-        for j in range(8):
-            byte = builder.trunc(builder.lshr(mask_v, i64(8 * j)), i8)
-            vals = builder.add(splat, _ir.Constant(v8, [8 * j + k for k in range(8)]))
+        for j in range(64 // lanes):
+            bits = builder.trunc(builder.lshr(mask_v, i64(lanes * j)), chunk)
+            vals = builder.add(splat, _ir.Constant(vty, [lanes * j + k for k in range(lanes)]))
             ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [at], wraparound=False, boundscheck=False)
-            _emit_compress_store(builder, vals, builder.bitcast(byte, m8), builder.bitcast(ptr, i64.as_pointer()))
-            at = builder.add(at, builder.zext(builder.call(ctpop, [byte]), i64))
+            _emit_compress_store(builder, vals, builder.bitcast(bits, mty), builder.bitcast(ptr, ety.as_pointer()))
+            at = builder.add(at, builder.zext(builder.call(ctpop, [bits]), i64))
         return builder.sub(at, start)
 
     return sig, codegen
@@ -480,11 +487,18 @@ def _resolve(cum, s, e, base, m_start, carry, state, counter):
 
 
 @_jit
-def _round_running(cum, n, lo, state, out, n_out, max_crossings):
+def _mark(bits, i):
+    """Set item ``i``'s bit (bit ``i % 64`` of word ``i // 64``)."""
+    bits[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+
+
+@_jit
+def _round_running(cum, n, state, bits, max_crossings):
     """canonical.round_sequence on the running mass ``cum[:n]``.
 
-    Certain items are already taken; appends taken indices (plus ``lo``) to out[n_out:];
-    pairs at most ``max_crossings`` crossings when that is not negative.
+    Certain items are already marked in ``bits``; marks the items the pairing takes there;
+    pairs at most ``max_crossings`` crossings when that is not negative. Returns the
+    leftover's local index (or -1) and its mass.
     """
     counter = np.uint64(0)
     base = np.int64(0)
@@ -502,48 +516,63 @@ def _round_running(cum, n, lo, state, out, n_out, max_crossings):
         alpha = _ONE - held
         beta = _ONE - (cum[j] - _held(cum, j))
         if pick < 0:
-            out[n_out] = lo + j
+            _mark(bits, j)
             carry = -1
         else:
             u = _uniform(state, counter)
             counter += np.uint64(1)
             if u * np.float64(alpha + beta) < np.float64(beta):
-                out[n_out] = lo + pick
+                _mark(bits, pick)
                 carry = j
             else:
-                out[n_out] = lo + j
+                _mark(bits, j)
                 carry = pick
-        n_out += 1
         base += _ONE
         m_start = cum[j]
         start = j + 1
     pick, counter = _resolve(cum, start, n, base, m_start, carry, state, counter)
     left = np.float64(cum[n - 1] - base) / _SCALE if n > 0 else 0.0
-    return n_out, (lo + pick if pick >= 0 else -1), left
+    return pick, left
 
 
 @_jit
-def _take_certain(units, n, top, out, n_out):
-    """Take the certain items (``units == ONE``; ``top`` is the largest unit).
+def _take_certain(units, n, top, bits):
+    """Mark the certain items (``units == ONE``) in ``bits`` (zeroed, a bit per item).
 
-    They hold no mass; then ``units`` becomes the running mass.
+    ``top`` is the largest unit. Certain items hold no mass; then ``units`` becomes the
+    running mass.
     """
     run = np.int64(0)
     if top == _ONE:
-        # Branch-free (a capped pool has a certain item every dozen): each position is
-        # written at n_out, which only a certain item advances; n_out <= i, so the write
-        # stays inside the row, and what lies past the count is never read.
-        for i in range(n):
-            u = units[i]
-            certain = u == _ONE
-            out[n_out] = i
-            n_out += certain
-            run += 0 if certain else u
-            units[i] = run
-        return n_out
+        # Branch-free (a capped pool has a certain item every dozen): 64 items' bits are
+        # gathered in a register and stored as one word.
+        for w in range((n + 63) >> 6):
+            word = np.uint64(0)
+            i0 = w << 6
+            for k in range(min(64, n - i0)):
+                u = units[i0 + k]
+                certain = u == _ONE
+                word |= np.uint64(certain) << np.uint64(k)
+                run += 0 if certain else u
+                units[i0 + k] = run
+            bits[w] = word
+        return
     for i in range(n):
         run += units[i]
         units[i] = run
+
+
+@_jit
+def _append_marked(bits, n, lo, out, n_out):
+    """Appends ``lo + i`` for every marked item ``i < n`` to ``out[n_out:]``, ascending.
+
+    A word without marks is skipped; a word with some is read out by vector compresses
+    (:func:`_compress_bits`: ``out`` needs room for a vector, 8 or 16, past the last index).
+    """
+    for w in range((n + 63) >> 6):
+        word = bits[w]
+        if word != 0:
+            n_out += _compress_bits(word, np.int64(lo + (w << 6)), out, n_out)
     return n_out
 
 
@@ -563,7 +592,7 @@ def _probability(g, l, fill_loss, nu, gain_cut, gain_frac, loss_cut, loss_frac):
 
 @_jit
 def _round_sequence(q, lo, hi, state, out, n_out, max_crossings=-1):
-    """DepRound of q[lo:hi]; appends taken indices to out[n_out:] (canonical.round_sequence)."""
+    """DepRound of q[lo:hi]; appends taken indices to out[n_out:] in ascending order (canonical.round_sequence)."""
     n = hi - lo
     cum = np.empty(n, np.int64)
     top = np.int64(0)
@@ -571,11 +600,11 @@ def _round_sequence(q, lo, hi, state, out, n_out, max_crossings=-1):
         u = _units(q[lo + i])
         cum[i] = u
         top = max(top, u)
-    first = n_out
-    n_out = _take_certain(cum, n, top, out, n_out)
-    for t in range(first, n_out):
-        out[t] += lo
-    return _round_running(cum, n, lo, state, out, n_out, max_crossings)
+    bits = np.zeros((n + 63) >> 6, np.uint64)
+    _take_certain(cum, n, top, bits)
+    pick, left = _round_running(cum, n, state, bits, max_crossings)
+    n_out = _append_marked(bits, n, lo, out, n_out)
+    return n_out, (lo + pick if pick >= 0 else -1), left
 
 
 @_pjit
@@ -607,9 +636,10 @@ def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf
                 u = _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf))
                 cum[np.uint64(k)] = u
                 top = max(top, u)
-        cnt = _take_certain(cum, hi - lo, top, buf[j], 0)
-        cnt, li, lm = _round_running(cum, hi - lo, 0, states[j], buf[j], cnt, -1)
-        counts[j] = cnt
+        bits = np.zeros((hi - lo + 63) >> 6, np.uint64)
+        _take_certain(cum, hi - lo, top, bits)
+        li, lm = _round_running(cum, hi - lo, states[j], bits, -1)
+        counts[j] = _append_marked(bits, hi - lo, 0, buf[j], 0)
         left_idx[blk] = lo + li if li >= 0 else -1
         left_mass[blk] = lm
 
@@ -664,7 +694,7 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
     left_mass = np.zeros(nblk)
     out = np.empty(b, np.int64)
     pos = 0
-    buf = np.empty((group, BLOCK), np.int32)
+    buf = np.empty((group, BLOCK + 16), np.int32)  # + a vector: _append_marked's room
     counts = np.zeros(group, np.int64)
     decided = sketched.decided if sketched is not None else np.zeros(nblk, np.bool_)
 
@@ -706,13 +736,14 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
     if pos + len(merged) > b:
         raise RuntimeError(f"internal error: DepRound produced {pos + len(merged)} indices for a budget of {b}")
     out[pos : pos + len(merged)] = merged
-    # NumPy's vectorised sort of the b picks: faster here than sorting each block in the kernel
-    return finish_in_place(out, pos + len(merged), li, b, _strictly_increasing)
+    # The blocks' picks are ascending (each block's, and the blocks in order): only the
+    # merge's picks at the end are out of place.
+    return finish_in_place(out, pos + len(merged), li, b, _strictly_increasing, ascending_head=True)
 
 
 def _round_one(masses: np.ndarray, state: int, max_crossings: int) -> tuple[np.ndarray, int, float]:
     """canonical.round_sequence, compiled (for canonical.merge_leftovers)."""
-    out = np.empty(masses.shape[0], np.int64)
+    out = np.empty(masses.shape[0] + 8, np.int64)  # + a vector: _append_marked's room
     cnt, li, held = _round_sequence(masses, 0, masses.shape[0], np.uint64(state), out, 0, max_crossings)
     return out[:cnt], li, held
 
