@@ -97,6 +97,81 @@ def _emit_compress_store(builder, vec, mask, dst):
         builder.call(fn, [vec, dst, mask])
 
 
+def _emit_compress_store_exact(builder, vec, mask, dst):
+    """:func:`_emit_compress_store` writing only the selected lanes' count of slots.
+
+    For a buffer whose neighbour is written by another thread: the register compress is
+    stored under a prefix mask (a compressing store to memory writes no more either).
+    ``vec`` is an integer vector, ``dst`` a pointer to its element type.
+    """
+    vty, mty = vec.type, mask.type
+    if not _REGISTER_COMPRESS:
+        _emit_compress_store(builder, vec, mask, dst)
+        return
+    suffix = f"v{vty.count}i{vty.element.width}"
+    fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(vty, [vty, mty, vty]),
+                                         f"llvm.experimental.vector.compress.{suffix}")
+    packed = builder.call(fn, [vec, mask, _ir.Constant(vty, _ir.Undefined)])
+    lanes = vty.count
+    chunk = _ir.IntType(lanes)
+    ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(chunk, [chunk]), f"llvm.ctpop.i{lanes}")
+    count = builder.call(ctpop, [builder.bitcast(mask, chunk)])
+    ity = _ir.VectorType(chunk, lanes)
+    prefix = builder.icmp_unsigned("<", _ir.Constant(ity, list(range(lanes))), _emit_splat(builder, count, ity))
+    ptr_ty = vty.as_pointer()
+    pointer = "p0" if _llvm.llvm_version_info[0] >= 15 else f"p0{suffix}"
+    store = _cgutils.get_or_insert_function(
+        builder.module, _ir.FunctionType(_ir.VoidType(), [vty, ptr_ty, _ir.IntType(32), mty]),
+        f"llvm.masked.store.{suffix}.{pointer}")
+    builder.call(store, [packed, builder.bitcast(dst, ptr_ty), _ir.IntType(32)(vty.element.width // 8), prefix])
+
+
+@_intrinsic
+def _gather_run(typingctx, g, i0, c, c_hi, out, k_hi, k_lo):
+    """Of ``g[i0:i0 + 64]``, the values ``>= c_hi`` to ``out[k_hi:]``, those in ``[c, c_hi)`` to ``out[k_lo:]``.
+
+    Each part in order, by vector compares and compresses (16 floats or 8 doubles a
+    vector); ``c`` and ``c_hi`` are of ``g``'s dtype. Returns the two counts packed as
+    ``count_hi << 32 | count_lo``; writes no slot past either part's values.
+    """
+    sig = _types.int64(g, i0, c, c_hi, out, k_hi, k_lo)
+
+    def codegen(context, builder, signature, args):
+        i64 = _ir.IntType(64)
+        gty = signature.args[0]
+        width = gty.dtype.bitwidth
+        lanes = 512 // width
+        fty = _ir.FloatType() if width == 32 else _ir.DoubleType()
+        vty = _ir.VectorType(fty, lanes)
+        ety = _ir.IntType(width)  # the values are moved as integers of their width (the same bits)
+        ivty = _ir.VectorType(ety, lanes)
+        chunk = _ir.IntType(lanes)
+        ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(chunk, [chunk]),
+                                                f"llvm.ctpop.i{lanes}")
+
+        def ptr(k, index):
+            aryty = signature.args[k]
+            ary = context.make_array(aryty)(context, builder, args[k])
+            return _cgutils.get_item_pointer(context, builder, aryty, ary, [index], wraparound=False, boundscheck=False)
+
+        c_v, hi_v = _emit_splat(builder, args[2], vty), _emit_splat(builder, args[3], vty)
+        at_hi, at_lo = args[5], args[6]
+        for k in range(64 // lanes):
+            v = builder.load(builder.bitcast(ptr(0, builder.add(args[1], i64(lanes * k))), vty.as_pointer()),
+                             align=width // 8)
+            up = builder.fcmp_ordered(">=", v, hi_v)
+            low = builder.and_(builder.fcmp_ordered(">=", v, c_v), builder.not_(up))
+            bits = builder.bitcast(v, ivty)
+            _emit_compress_store_exact(builder, bits, up, builder.bitcast(ptr(4, at_hi), ety.as_pointer()))
+            _emit_compress_store_exact(builder, bits, low, builder.bitcast(ptr(4, at_lo), ety.as_pointer()))
+            at_hi = builder.add(at_hi, builder.zext(builder.call(ctpop, [builder.bitcast(up, chunk)]), i64))
+            at_lo = builder.add(at_lo, builder.zext(builder.call(ctpop, [builder.bitcast(low, chunk)]), i64))
+        n_hi, n_lo = builder.sub(at_hi, args[5]), builder.sub(at_lo, args[6])
+        return builder.or_(builder.shl(n_hi, i64(32)), n_lo)
+
+    return sig, codegen
+
+
 @_intrinsic
 def _compress_bits(typingctx, mask, base, buf, pos):
     """Append ``base + k`` for every set bit ``k`` of the 64-bit ``mask`` to ``buf[pos:]``.
@@ -923,37 +998,41 @@ def _count_at_least(g, t, t_hi, counts):
 
 
 @_pjit
-def _write_at_least(g, t, t_hi, offsets, out):
+def _write_at_least(g, t, t_hi, c, c_hi, offsets, out):
+    # c, c_hi: the least values of g's dtype at or above t, t_hi (the vector compares')
     n = g.shape[0]
     for blk in nb.prange(offsets.shape[1] - 1):
-        buf_hi = np.empty(256, dtype=g.dtype)  # branch-free appends, 256 values at a time
-        buf = np.empty(256, dtype=g.dtype)
+        buf = np.empty(256, dtype=g.dtype)  # branch-free appends, 256 values at a time
         k_hi = offsets[0, blk]
         k = offsets[1, blk]
         end = min(n, (blk + 1) * BLOCK)
         for s in range(blk * BLOCK, end, 256):
             _prefetch_run(g, s, 256)
-            c_hi = 0
-            c = 0
+            stop = min(end, s + 256)
             if t_hi == np.inf:  # one part (no value is >= inf): one store per value
-                for ii in range(s, min(end, s + 256)):
+                cnt = 0
+                for ii in range(s, stop):
                     v = g[np.uint64(ii)]
-                    buf[c] = v
-                    c += float(v) >= t
-            else:
-                for ii in range(s, min(end, s + 256)):
-                    v = g[np.uint64(ii)]
-                    hi = float(v) >= t_hi
-                    buf_hi[c_hi] = v
-                    c_hi += hi
-                    buf[c] = v
-                    c += (float(v) >= t) and not hi
-            for j in range(c_hi):
-                out[k_hi + j] = buf_hi[j]
-            for j in range(c):
-                out[k + j] = buf[j]
-            k_hi += c_hi
-            k += c
+                    buf[cnt] = v
+                    cnt += float(v) >= t
+                for j in range(cnt):
+                    out[k + j] = buf[j]
+                k += cnt
+                continue
+            i = s
+            while i + 64 <= stop:  # two parts: vector compresses into each part's place
+                packed = _gather_run(g, i, c, c_hi, out, k_hi, k)
+                k_hi += packed >> 32
+                k += packed & 0xFFFFFFFF
+                i += 64
+            for ii in range(i, stop):
+                v = g[np.uint64(ii)]
+                if float(v) >= t_hi:
+                    out[k_hi] = v
+                    k_hi += 1
+                elif float(v) >= t:
+                    out[k] = v
+                    k += 1
 
 
 def values_at_least(g, t, threads, split=math.inf):
@@ -968,7 +1047,8 @@ def values_at_least(g, t, threads, split=math.inf):
     np.cumsum(counts[1], out=offsets[1, 1:])
     offsets[1, 1:] += offsets[1, 0]
     out = np.empty(int(offsets[1, -1]), dtype=g.dtype)
-    _write_at_least(g, float(t), t_hi, offsets, out)
+    c, c_hi = _reference.at_least(g.dtype, float(t)), _reference.at_least(g.dtype, t_hi)
+    _write_at_least(g, float(t), t_hi, c, c_hi, offsets, out)
     return out, int(offsets[0, -1])
 
 

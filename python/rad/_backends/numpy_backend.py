@@ -193,7 +193,7 @@ def span_sums(g: np.ndarray, w: float, span: int, threads: int = 1) -> np.ndarra
     return out + 0.0  # a sum that starts from +0.0: a span of -0.0 gains totals +0.0
 
 
-def _at_least(dtype: np.dtype, t: float) -> np.floating:
+def at_least(dtype: np.dtype, t: float) -> np.floating:
     """The least value of ``dtype`` at or above ``t``: ``x >= t`` exactly when ``x >=`` it.
 
     (NumPy compares a float32 array with a Python float after rounding the float to float32,
@@ -211,8 +211,8 @@ def values_at_least(g: np.ndarray, t: float, threads: int = 1, split: float = ma
 
     Each part in index order and ``g``'s dtype.
     """
-    c = _at_least(g.dtype, t)
-    c_hi = max(c, _at_least(g.dtype, split))
+    c = at_least(g.dtype, t)
+    c_hi = max(c, at_least(g.dtype, split))
     hi = g[g >= c_hi]
     return np.concatenate((hi, g[(g >= c) & (g < c_hi)])), int(hi.shape[0])
 
