@@ -84,30 +84,13 @@ inline void append_set_bits(const std::uint64_t* words, std::int64_t nwords, std
     for (std::int64_t k = 0; k < nwords; ++k) count += static_cast<std::size_t>(__builtin_popcountll(words[k]));
     if (count == 0) return;
     const std::size_t at = out.size();
-#if defined(__AVX512F__)
-    // Eight bits at a time: one compress of eight indices, stored whole (the next store
-    // overwrites the slots past them): 8 slots of slack.
-    out.resize(at + count + 8);
+    out.resize(at + count + 8);  // store_indices8's room
     std::int64_t* dst = out.data() + at;
-    const auto* bytes = reinterpret_cast<const unsigned char*>(words);
-    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), eight = _mm512_set1_epi64(8);
-    for (std::int64_t k = 0; k < nwords; ++k) {
-        if (words[k] == 0) continue;
-        __m512i idx = _mm512_add_epi64(lane, _mm512_set1_epi64(base_index + 64 * k));  // byte c's items
-        for (std::int64_t c = 8 * k; c < 8 * k + 8; ++c) {
-            _mm512_storeu_si512(dst, _mm512_maskz_compress_epi64(static_cast<__mmask8>(bytes[c]), idx));
-            dst += __builtin_popcount(bytes[c]);
-            idx = _mm512_add_epi64(idx, eight);
-        }
-    }
-    out.resize(at + count);
-#else
-    out.resize(at + count);
-    std::int64_t* dst = out.data() + at;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(words);  // byte c: items 8 c .. 8 c + 7
     for (std::int64_t k = 0; k < nwords; ++k)
-        for (std::uint64_t bits = words[k]; bits != 0; bits &= bits - 1)
-            *dst++ = base_index + 64 * k + __builtin_ctzll(bits);
-#endif
+        if (words[k] != 0)
+            for (std::int64_t c = 8 * k; c < 8 * k + 8; ++c) dst += simd::store_indices8(bytes[c], base_index + 8 * c, dst);
+    out.resize(at + count);
 }
 
 // Round local items [0, len) (global index = base_index + local index); append taken global
@@ -180,14 +163,7 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
                     // Item p crosses where M's whole units grow: (M_p >> 46) > (M_{p-1} >> 46).
                     const l8 prev = __builtin_shufflevector(c, l8{} + run, 8, 0, 1, 2, 3, 4, 5, 6);
                     const unsigned cross = movemask((c >> kUnitBits) != (prev >> kUnitBits));
-#if defined(__AVX512F__)
-                    const __m512i idx = _mm512_add_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0),
-                                                         _mm512_set1_epi64(s0 + c0));
-                    _mm512_storeu_si512(crossings_at + n_cross, _mm512_maskz_compress_epi64(static_cast<__mmask8>(cross), idx));
-                    n_cross += __builtin_popcount(cross);
-#else
-                    for (unsigned b = cross; b != 0; b &= b - 1) crossings_at[n_cross++] = s0 + c0 + __builtin_ctz(b);
-#endif
+                    n_cross += store_indices8(cross, s0 + c0, crossings_at + n_cross);
                 } else {
                     any_certain |= certain;  // a vector OR: the sparse pass stays as lean as it was
                 }

@@ -209,6 +209,20 @@ inline unsigned movemask(l8 m) {
     return r;
 #endif
 }
+// Writes first + j for every set bit j of the eight-bit `mask` to dst in ascending order and
+// returns how many. With AVX-512 one compress of eight indices, stored whole (a caller's
+// next store overwrites the slots past them): dst needs room for 8.
+inline int store_indices8(unsigned mask, std::int64_t first, std::int64_t* dst) {
+#if defined(__AVX512F__)
+    const __m512i idx = _mm512_add_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi64(first));
+    _mm512_storeu_si512(dst, _mm512_maskz_compress_epi64(static_cast<__mmask8>(mask), idx));
+    return __builtin_popcount(mask);
+#else
+    int k = 0;
+    for (unsigned b = mask; b != 0; b &= b - 1) dst[k++] = first + __builtin_ctz(b);
+    return k;
+#endif
+}
 // Sixteen floats: bit j set iff lane j of the mask is set.
 typedef float f16 __attribute__((vector_size(64)));
 typedef std::int32_t i16 __attribute__((vector_size(64)));

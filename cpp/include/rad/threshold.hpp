@@ -360,7 +360,6 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
     constexpr int kBuf = 1024;
     alignas(64) std::int64_t buf[kBuf + kRun];
     int nbuf = 0;
-    const l8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
     auto drain = [&]() {
         for (int j = 0; j < nbuf; ++j) {
             const std::int64_t k = buf[j];
@@ -390,14 +389,7 @@ void bracket_pass_range(const T* g, Losses L, std::int64_t lo, std::int64_t hi, 
             n_ge_lo -= ge_lo;
             mnv = select(up & (x < mnv), x, mnv);
             bad |= ~((x >= zero) & (x <= maxv));
-            const unsigned k = movemask(ge_lo & ~up);
-#if defined(__AVX512F__)
-            _mm512_storeu_si512(buf + nbuf, _mm512_maskz_compress_epi64(static_cast<__mmask8>(k),
-                                                                         reinterpret_cast<__m512i>(lane + (i + q))));
-            nbuf += __builtin_popcount(k);
-#else
-            for (unsigned b = k; b; b &= b - 1) buf[nbuf++] = i + q + __builtin_ctz(b);
-#endif
+            nbuf += store_indices8(movemask(ge_lo & ~up), i + q, buf + nbuf);
         }
         if (nbuf > kBuf - kRun) drain();
     }
