@@ -413,13 +413,26 @@ def test_full_blocks_of_near_ones(backend: str) -> None:
         assert got.shape == (b,)
 
 
+def _assert_as_the_definition(backend: str, q: np.ndarray, keys: int) -> None:
+    """With ``q``'s last entry set so that its sum is whole (``b``): for each of ``keys``
+    keys the backend's DepRound of ``q`` is the NumPy definition's, every certain item
+    (``q = 1``) taken."""
+    from rad._backends import get_backend, numpy_backend
+
+    q[-1] = 0.0
+    q[-1] = math.ceil(math.fsum(q.tolist())) - math.fsum(q.tolist())  # an integral sum
+    b = round(math.fsum(q.tolist()))
+    for key in range(keys):
+        got = get_backend(backend).depround_q(q, b, key, 2)
+        np.testing.assert_array_equal(got, numpy_backend.depround_q(q, b, key))
+        assert np.all(np.isin(np.flatnonzero(q == 1.0), got))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_certain_items_among_fractional_identical_on_every_backend(backend: str) -> None:
     """Certain items (q = 1) packed per chunk of eight, as a capped pool has them: chunks
     all certain, none certain, and every mix between, at block starts and ends. The same
     indices as the definition, and every certain item taken."""
-    from rad._backends import get_backend, numpy_backend
-
     rng = np.random.default_rng(5)
     n = 2 * BLOCK + 777
     q = rng.random(n) * 0.5
@@ -427,13 +440,7 @@ def test_certain_items_among_fractional_identical_on_every_backend(backend: str)
     q[rng.random(n) < np.repeat(share, 8)[:n]] = 1.0
     q[:8] = 1.0
     q[BLOCK - 8:BLOCK + 8] = 1.0
-    q[-1] = 0.0
-    q[-1] = math.ceil(math.fsum(q.tolist())) - math.fsum(q.tolist())  # an integral sum
-    b = round(math.fsum(q.tolist()))
-    for key in range(4):
-        got = get_backend(backend).depround_q(q, b, key, 2)
-        np.testing.assert_array_equal(got, numpy_backend.depround_q(q, b, key))
-        assert np.all(np.isin(np.flatnonzero(q == 1.0), got))
+    _assert_as_the_definition(backend, q, 4)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -441,21 +448,13 @@ def test_certain_items_in_sparse_blocks_identical_on_every_backend(backend: str)
     """Certain items carry no mass, so a block of tiny q with certain items scattered through
     it stays sparse (the C++ pass marks them only where a stretch holds one): the same
     indices as the definition, and every certain item taken."""
-    from rad._backends import get_backend, numpy_backend
-
     rng = np.random.default_rng(12)
     n = 3 * BLOCK + 300
     q = rng.random(n) * 2e-4  # ~6.6 units per block: sparse throughout
     certain = rng.choice(n, 200, replace=False)
     q[certain] = 1.0
     q[BLOCK + 255 : BLOCK + 258] = 1.0  # across a 256-item stretch's end
-    q[-1] = 0.0
-    q[-1] = math.ceil(math.fsum(q.tolist())) - math.fsum(q.tolist())  # an integral sum
-    b = round(math.fsum(q.tolist()))
-    for key in range(6):
-        got = get_backend(backend).depround_q(q, b, key, 2)
-        np.testing.assert_array_equal(got, numpy_backend.depround_q(q, b, key))
-        assert np.all(np.isin(np.flatnonzero(q == 1.0), got))
+    _assert_as_the_definition(backend, q, 6)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -465,19 +464,12 @@ def test_sparse_and_dense_stretches_identical_on_every_backend(backend: str) -> 
     Blocks sparse throughout, sparse then dense, and dense throughout, with picks on both
     sides of the switch: the same indices as the definition, for many seeds; and a sparse
     rad.select (b / n below 1 / 2,048) the same on every backend."""
-    from rad._backends import get_backend, numpy_backend
-
     rng = np.random.default_rng(11)
     sparse = rng.random(BLOCK) * 2e-4  # ~6.6 units per block, well below 1 per 2,048 items
     switch = np.concatenate([rng.random(BLOCK // 2) * 2e-4, rng.random(BLOCK // 2) * 0.6])
     dense = rng.random(BLOCK) * 0.6
     q = np.concatenate([sparse, switch, dense, sparse[:1000]])
-    q[-1] = 0.0
-    q[-1] = math.ceil(math.fsum(q.tolist())) - math.fsum(q.tolist())  # an integral sum
-    b = round(math.fsum(q.tolist()))
-    for key in range(12):
-        np.testing.assert_array_equal(get_backend(backend).depround_q(q, b, key, 2),
-                                      numpy_backend.depround_q(q, b, key))
+    _assert_as_the_definition(backend, q, 12)
     n = 3 * BLOCK + 5
     g = rng.random(n).astype(np.float32)
     for seed in range(4):
