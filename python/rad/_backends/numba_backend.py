@@ -83,14 +83,20 @@ def _emit_splat(builder, value, vty):
     return builder.shuffle_vector(first, _ir.Constant(vty, _ir.Undefined), zeros)
 
 
+def _emit_compress(builder, vec, mask):
+    """The lanes of the integer vector ``vec`` selected by ``mask``, packed at its start (LLVM 19+)."""
+    vty = vec.type
+    fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(vty, [vty, mask.type, vty]),
+                                         f"llvm.experimental.vector.compress.v{vty.count}i{vty.element.width}")
+    return builder.call(fn, [vec, mask, _ir.Constant(vty, _ir.Undefined)])
+
+
 def _emit_compress_store(builder, vec, mask, dst):
     """Store the lanes of ``vec`` selected by ``mask`` contiguously at ``dst`` (an element pointer)."""
     vty, mty = vec.type, mask.type
     if _REGISTER_COMPRESS:
-        fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(vty, [vty, mty, vty]),
-                                             f"llvm.experimental.vector.compress.v{vty.count}i{vty.element.width}")
-        packed = builder.call(fn, [vec, mask, _ir.Constant(vty, _ir.Undefined)])
-        builder.store(packed, builder.bitcast(dst, vty.as_pointer()), align=vty.element.width // 8)
+        builder.store(_emit_compress(builder, vec, mask), builder.bitcast(dst, vty.as_pointer()),
+                      align=vty.element.width // 8)
     else:
         fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(), [vty, dst.type, mty]),
                                              f"llvm.masked.compressstore.v{vty.count}i{vty.element.width}")
@@ -109,9 +115,7 @@ def _emit_compress_store_exact(builder, vec, mask, dst):
         _emit_compress_store(builder, vec, mask, dst)
         return
     suffix = f"v{vty.count}i{vty.element.width}"
-    fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(vty, [vty, mty, vty]),
-                                         f"llvm.experimental.vector.compress.{suffix}")
-    packed = builder.call(fn, [vec, mask, _ir.Constant(vty, _ir.Undefined)])
+    packed = _emit_compress(builder, vec, mask)
     lanes = vty.count
     chunk = _ir.IntType(lanes)
     ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(chunk, [chunk]), f"llvm.ctpop.i{lanes}")
@@ -1001,29 +1005,22 @@ def _count_at_least(g, t, t_hi, counts):
 def _write_at_least(g, t, t_hi, c, c_hi, offsets, out):
     # c, c_hi: the least values of g's dtype at or above t, t_hi (the vector compares')
     n = g.shape[0]
+    one = t_hi == np.inf  # one part (no value is >= inf): the values >= c, gathered as a first part at k
     for blk in nb.prange(offsets.shape[1] - 1):
-        buf = np.empty(256, dtype=g.dtype)  # branch-free appends, 256 values at a time
         k_hi = offsets[0, blk]
         k = offsets[1, blk]
         end = min(n, (blk + 1) * BLOCK)
         for s in range(blk * BLOCK, end, 256):
             _prefetch_run(g, s, 256)
             stop = min(end, s + 256)
-            if t_hi == np.inf:  # one part (no value is >= inf): one store per value
-                cnt = 0
-                for ii in range(s, stop):
-                    v = g[np.uint64(ii)]
-                    buf[cnt] = v
-                    cnt += float(v) >= t
-                for j in range(cnt):
-                    out[k + j] = buf[j]
-                k += cnt
-                continue
             i = s
-            while i + 64 <= stop:  # two parts: vector compresses into each part's place
-                packed = _gather_run(g, i, c, c_hi, out, k_hi, k)
-                k_hi += packed >> 32
-                k += packed & 0xFFFFFFFF
+            while i + 64 <= stop:  # vector compresses into each part's place
+                if one:  # (its empty second part is pointed at the same place: nothing is stored there)
+                    k += _gather_run(g, i, c, c, out, k, k) >> 32
+                else:
+                    packed = _gather_run(g, i, c, c_hi, out, k_hi, k)
+                    k_hi += packed >> 32
+                    k += packed & 0xFFFFFFFF
                 i += 64
             for ii in range(i, stop):
                 v = g[np.uint64(ii)]
