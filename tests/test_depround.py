@@ -477,6 +477,42 @@ def test_sparse_and_dense_stretches_identical_on_every_backend(backend: str) -> 
                                       rad.select(g, 0.3 * n, 20, rng=seed, backend="numpy"))
 
 
+@pytest.mark.skipif("numba" not in BACKENDS, reason="Numba not installed")
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 130, 1000, BLOCK])
+def test_numba_running_mass_against_numpy(n: int) -> None:
+    """Numba's DepRound pass (_running_mass: eight items a vector by an LLVM intrinsic,
+    the tail item by item) against NumPy: the running mass of the non-certain units,
+    the certain items' bits and the crossing items (canonical.round_sequence's, where
+    the mass's whole units grow), with units that land exactly on multiples of ONE."""
+    from rad._backends.canonical import ONE, UNIT_BITS
+    from rad._backends.numba_backend import _running_mass
+
+    rng = np.random.default_rng(n)
+    units = rng.integers(0, ONE, n, dtype=np.int64) // rng.choice([1, 3, 50], n)
+    units[rng.random(n) < 0.08] = ONE  # certain items
+    units[rng.random(n) < 0.05] = ONE - 1
+    units[rng.random(n) < 0.1] = 0
+    if n >= 4:  # the mass reaches 1 exactly at item 1 (and 2 after item 3)
+        units[:4] = [ONE // 2, ONE // 2, ONE // 4, 3 * (ONE // 4)]
+    mass = np.where(units == ONE, 0, units)
+    want_cum = np.cumsum(mass)
+    whole = want_cum >> UNIT_BITS
+    want_cross = np.flatnonzero(whole > np.concatenate(([0], whole[:-1])))
+    want_bits = np.zeros(((n + 63) // 64) * 64, np.uint8)
+    want_bits[:n] = units == ONE
+
+    cum = units.copy()
+    bits = np.empty((n + 63) // 64, np.uint64)
+    cross = np.full(n + 8, -1, np.int32)
+    n_cross = _running_mass(cum, n, bits, cross)
+    np.testing.assert_array_equal(cum, want_cum)
+    np.testing.assert_array_equal(cross[:n_cross], want_cross)
+    got_bits = np.unpackbits(bits.view(np.uint8), bitorder="little")
+    np.testing.assert_array_equal(got_bits, want_bits)
+    if n >= 4:
+        assert want_cross[0] == 1 and want_cross[1] == 3
+
+
 def test_merge_of_more_leftovers_than_a_block() -> None:
     """Pools above 2^32 points leave more than 2^16 block leftovers: the merge rounds them in
     groups (no int64 overflow), identically on every backend, and takes floor(sum) or

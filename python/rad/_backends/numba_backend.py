@@ -22,7 +22,7 @@ from numba.extending import intrinsic as _intrinsic
 
 from rad._backends import numpy_backend as _reference
 from rad._backends import radix_select as _radix
-from rad._backends.canonical import BLOCK, ONE, finish_in_place, merge_leftovers
+from rad._backends.canonical import BLOCK, ONE, UNIT_BITS, finish_in_place, merge_leftovers
 from rad._backends.contract import SKETCH_PARTS, RoundSketch, rad_support_sums
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MIX1, MIX2, stream_state
@@ -263,6 +263,65 @@ def _rad_support_run(typingctx, g, i0, w, tau, lanes):
         for j in range(1, 8):
             total = builder.add(total, builder.extract_element(count, _ir.IntType(32)(j)))
         return total
+
+    return sig, codegen
+
+
+@_intrinsic
+def _running_run(typingctx, cum, i0, run, cross, n_cross):
+    """DepRound's pass over ``cum[i0:i0 + 64]`` (units in, running mass out), 8 items a vector.
+
+    A certain item (``units == ONE``) keeps 0 units and sets its bit of the returned word
+    (bit ``k`` for item ``i0 + k``); every other item's units join the running mass, which
+    starts at ``run`` and is written in place (an in-register prefix of eight lanes). The
+    crossing items (where the mass's whole units grow, ``canonical.round_sequence``) are
+    appended to ``cross[n_cross:]`` (int32, ascending; room for 8 past the last). Returns
+    ``(run, n_cross, word)`` after the 64 items: ``cpp/include/rad/depround.hpp``'s dense
+    pass, the same exact int64 sums.
+    """
+    sig = _types.UniTuple(_types.int64, 3)(cum, i0, run, cross, n_cross)
+
+    def codegen(context, builder, signature, args):
+        i64, i32, i8 = _ir.IntType(64), _ir.IntType(32), _ir.IntType(8)
+        l8, m8 = _ir.VectorType(i64, 8), _ir.VectorType(_ir.IntType(1), 8)
+        i8x = _ir.VectorType(i32, 8)
+        cty, xty = signature.args[0], signature.args[3]
+        cum_ary = context.make_array(cty)(context, builder, args[0])
+        cross_ary = context.make_array(xty)(context, builder, args[3])
+        ctpop = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(i8, [i8]), "llvm.ctpop.i8")
+        zero = _ir.Constant(l8, [0] * 8)
+        one = _ir.Constant(l8, [ONE] * 8)
+        unit_bits = _ir.Constant(l8, [UNIT_BITS] * 8)
+        run, at, word = args[2], args[4], i64(0)
+        base32 = _emit_splat(builder, builder.trunc(args[1], i32), i8x)
+
+        def shifted(v, by, fill):  # lanes moved up by `by`, the first `by` lanes from `fill`
+            mask = _ir.Constant(i8x, [8 + j if j < by else j - by for j in range(8)])
+            return builder.shuffle_vector(v, fill, mask)
+
+        for k in range(8):
+            at_k = builder.add(args[1], i64(8 * k))
+            ptr = builder.bitcast(
+                _cgutils.get_item_pointer(context, builder, cty, cum_ary, [at_k], wraparound=False, boundscheck=False),
+                l8.as_pointer())
+            u = builder.load(ptr, align=8)
+            certain = builder.icmp_signed("==", u, one)
+            u = builder.select(certain, zero, u)
+            for by in (1, 2, 4):
+                u = builder.add(u, shifted(u, by, zero))
+            run_v = _emit_splat(builder, run, l8)
+            c = builder.add(u, run_v)
+            builder.store(c, ptr, align=8)
+            prev = shifted(c, 1, run_v)
+            crosses = builder.icmp_unsigned("!=", builder.lshr(c, unit_bits), builder.lshr(prev, unit_bits))
+            dst = _cgutils.get_item_pointer(context, builder, xty, cross_ary, [at], wraparound=False, boundscheck=False)
+            idx = builder.add(base32, _ir.Constant(i8x, [8 * k + j for j in range(8)]))
+            _emit_compress_store(builder, idx, crosses, dst)
+            at = builder.add(at, builder.zext(builder.call(ctpop, [builder.bitcast(crosses, i8)]), i64))
+            byte = builder.zext(builder.bitcast(certain, i8), i64)
+            word = builder.or_(word, builder.shl(byte, i64(8 * k)))
+            run = builder.extract_element(c, i32(7))
+        return context.make_tuple(builder, signature.return_type, [run, at, word])
 
     return sig, codegen
 
@@ -572,10 +631,11 @@ def _mark(bits, i):
 
 
 @_jit
-def _round_running(cum, n, state, bits, max_crossings):
+def _round_running(cum, n, state, bits, cross, n_cross, max_crossings):
     """canonical.round_sequence on the running mass ``cum[:n]``.
 
-    Certain items are already marked in ``bits``; marks the items the pairing takes there;
+    Certain items are already marked in ``bits``, and the crossing items listed in
+    ``cross[:n_cross]`` (:func:`_running_mass`); marks the items the pairing takes there;
     pairs at most ``max_crossings`` crossings when that is not negative. Returns the
     leftover's local index (or -1) and its mass.
     """
@@ -585,11 +645,11 @@ def _round_running(cum, n, state, bits, max_crossings):
     start = 0
     carry = -1
     crossings = 0
-    while max_crossings < 0 or crossings < max_crossings:
+    # The k-th crossing item is the first with M >= (k + 1) ONE: every item's mass is
+    # below ONE, so the mass's whole units grow by one at each listed item.
+    while (max_crossings < 0 or crossings < max_crossings) and crossings < n_cross:
+        j = np.int64(cross[crossings])
         crossings += 1
-        j = start + np.searchsorted(cum[start:n], base + _ONE, side="left")
-        if j >= n:
-            break
         pick, counter = _resolve(cum, start, j, base, m_start, carry, state, counter)
         held = _held(cum, j) - base
         alpha = _ONE - held
@@ -615,30 +675,34 @@ def _round_running(cum, n, state, bits, max_crossings):
 
 
 @_jit
-def _take_certain(units, n, top, bits):
-    """Mark the certain items (``units == ONE``) in ``bits`` (zeroed, a bit per item).
+def _running_mass(cum, n, bits, cross):
+    """In place: ``cum[:n]``'s units become the running mass ``M`` (exact int64 sums).
 
-    ``top`` is the largest unit. Certain items hold no mass; then ``units`` becomes the
-    running mass.
+    A certain item (``units == ONE``) keeps 0 units and is marked in ``bits`` (a bit per
+    item); the crossing items (where ``M``'s whole units grow) are listed in ``cross``
+    (int32, room for ``n + 8``). Returns how many crossings. Runs of 64 by
+    :func:`_running_run`, eight items a vector; the tail item by item, the same sums.
     """
     run = np.int64(0)
-    if top == _ONE:
-        # Branch-free (a capped pool has a certain item every dozen): 64 items' bits are
-        # gathered in a register and stored as one word.
-        for w in range((n + 63) >> 6):
-            word = np.uint64(0)
-            i0 = w << 6
-            for k in range(min(64, n - i0)):
-                u = units[i0 + k]
-                certain = u == _ONE
-                word |= np.uint64(certain) << np.uint64(k)
-                run += 0 if certain else u
-                units[i0 + k] = run
-            bits[w] = word
-        return
-    for i in range(n):
-        run += units[i]
-        units[i] = run
+    n_cross = np.int64(0)
+    full = n & ~63
+    for i0 in range(0, full, 64):
+        run, n_cross, word = _running_run(cum, np.int64(i0), run, cross, n_cross)
+        bits[i0 >> 6] = np.uint64(word)
+    if full < n:
+        word = np.uint64(0)
+        for i in range(full, n):
+            u = cum[i]
+            certain = u == _ONE
+            word |= np.uint64(certain) << np.uint64(i - full)
+            u = 0 if certain else u
+            if ((run + u) >> UNIT_BITS) > (run >> UNIT_BITS):
+                cross[n_cross] = i
+                n_cross += 1
+            run += u
+            cum[i] = run
+        bits[full >> 6] = word
+    return n_cross
 
 
 @_jit
@@ -674,14 +738,12 @@ def _round_sequence(q, lo, hi, state, out, n_out, max_crossings=-1):
     """DepRound of q[lo:hi]; appends taken indices to out[n_out:] in ascending order (canonical.round_sequence)."""
     n = hi - lo
     cum = np.empty(n, np.int64)
-    top = np.int64(0)
     for i in range(n):
-        u = _units(q[lo + i])
-        cum[i] = u
-        top = max(top, u)
-    bits = np.zeros((n + 63) >> 6, np.uint64)
-    _take_certain(cum, n, top, bits)
-    pick, left = _round_running(cum, n, state, bits, max_crossings)
+        cum[i] = _units(q[lo + i])
+    bits = np.empty((n + 63) >> 6, np.uint64)
+    cross = np.empty(n + 8, np.int32)
+    n_cross = _running_mass(cum, n, bits, cross)
+    pick, left = _round_running(cum, n, state, bits, cross, n_cross, max_crossings)
     n_out = _append_marked(bits, n, lo, out, n_out)
     return n_out, (lo + pick if pick >= 0 else -1), left
 
@@ -701,7 +763,6 @@ def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf
         lo = blk * BLOCK
         hi = min(n, lo + BLOCK)
         cum = np.empty(hi - lo, np.int64)
-        top = np.int64(0)
         # Unsigned indices and the prefetch, in runs of 256: a signed index compiles to
         # gathers, and unsigned loads without the prefetch wait on memory (1e8 points on
         # one thread: 111 ms signed, 184 unsigned, 57 unsigned with the prefetch).
@@ -712,12 +773,12 @@ def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf
             for k in range(s, min(hi - lo, s + 256)):
                 i = np.uint64(lo + k)
                 gi = np.float64(g[i])
-                u = _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf))
-                cum[np.uint64(k)] = u
-                top = max(top, u)
-        bits = np.zeros((hi - lo + 63) >> 6, np.uint64)
-        _take_certain(cum, hi - lo, top, bits)
-        li, lm = _round_running(cum, hi - lo, states[j], bits, -1)
+                cum[np.uint64(k)] = _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc,
+                                                        gf, lc, lf))
+        bits = np.empty((hi - lo + 63) >> 6, np.uint64)
+        cross = np.empty(hi - lo + 8, np.int32)
+        n_cross = _running_mass(cum, hi - lo, bits, cross)
+        li, lm = _round_running(cum, hi - lo, states[j], bits, cross, n_cross, -1)
         counts[j] = _append_marked(bits, hi - lo, 0, buf[j], 0)
         left_idx[blk] = lo + li if li >= 0 else -1
         left_mass[blk] = lm
