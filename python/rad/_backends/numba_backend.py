@@ -283,8 +283,7 @@ def _running_run(typingctx, cum, i0, run, cross, n_cross):
 
     def codegen(context, builder, signature, args):
         i64, i32, i8 = _ir.IntType(64), _ir.IntType(32), _ir.IntType(8)
-        l8, m8 = _ir.VectorType(i64, 8), _ir.VectorType(_ir.IntType(1), 8)
-        i8x = _ir.VectorType(i32, 8)
+        l8, i32x8 = _ir.VectorType(i64, 8), _ir.VectorType(i32, 8)
         cty, xty = signature.args[0], signature.args[3]
         cum_ary = context.make_array(cty)(context, builder, args[0])
         cross_ary = context.make_array(xty)(context, builder, args[3])
@@ -293,10 +292,10 @@ def _running_run(typingctx, cum, i0, run, cross, n_cross):
         one = _ir.Constant(l8, [ONE] * 8)
         unit_bits = _ir.Constant(l8, [UNIT_BITS] * 8)
         run, at, word = args[2], args[4], i64(0)
-        base32 = _emit_splat(builder, builder.trunc(args[1], i32), i8x)
+        base32 = _emit_splat(builder, builder.trunc(args[1], i32), i32x8)
 
         def shifted(v, by, fill):  # lanes moved up by `by`, the first `by` lanes from `fill`
-            mask = _ir.Constant(i8x, [8 + j if j < by else j - by for j in range(8)])
+            mask = _ir.Constant(i32x8, [8 + j if j < by else j - by for j in range(8)])
             return builder.shuffle_vector(v, fill, mask)
 
         for k in range(8):
@@ -315,7 +314,7 @@ def _running_run(typingctx, cum, i0, run, cross, n_cross):
             prev = shifted(c, 1, run_v)
             crosses = builder.icmp_unsigned("!=", builder.lshr(c, unit_bits), builder.lshr(prev, unit_bits))
             dst = _cgutils.get_item_pointer(context, builder, xty, cross_ary, [at], wraparound=False, boundscheck=False)
-            idx = builder.add(base32, _ir.Constant(i8x, [8 * k + j for j in range(8)]))
+            idx = builder.add(base32, _ir.Constant(i32x8, [8 * k + j for j in range(8)]))
             _emit_compress_store(builder, idx, crosses, dst)
             at = builder.add(at, builder.zext(builder.call(ctpop, [builder.bitcast(crosses, i8)]), i64))
             byte = builder.zext(builder.bitcast(certain, i8), i64)
