@@ -126,6 +126,47 @@ def test_gain_fill_over_many_spans(monkeypatch: pytest.MonkeyPatch) -> None:
         _check_gain_fill(gains, w, rng, 6, lambda n: (n // 5, n // 2))
 
 
+def test_gain_fill_start_is_the_least_nu_where_the_caps_hold_b(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gain_fill_from (a bisection of the bit patterns, ``k`` by a binary search of the
+    ranks) against the same bisection with ``k`` counted by NumPy over the whole pool:
+    the same nu, to the bit, where the caps hold b. Ties, zeros, float32, 60 orders of
+    magnitude, and pools over many spans."""
+    from rad._solve import capped_rad
+
+    def reference_start(ctx, b: int) -> float | None:
+        g = ctx.rad.g.astype(np.float64)
+        a = g + ctx.rad.w * g
+        n = ctx.rad.size
+
+        def holds(nu: float) -> bool:
+            return ctx.rad.caps(nu, int(np.count_nonzero(a > nu)), n) >= b
+
+        if holds(0.0):
+            return None
+        lo, hi = 0, int(np.float64(ctx.a_max).view(np.int64))
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if holds(float(np.int64(mid).view(np.float64))) else (mid, hi)
+        return float(np.int64(hi).view(np.float64))
+
+    rng = np.random.default_rng(12)
+    pools = list(_pools(rng))
+    monkeypatch.setattr(capped_rad, "SPAN", 64)
+    pools += list(_multi_span_pools(rng, 64))
+    checked = 0
+    for gains, w in pools:
+        ctx = CappedContext.build(gains, None, w, reference, 1)
+        assert ctx.rad is not None
+        n = gains.shape[0]
+        for b in sorted({1, n // 7, n // 3, n // 2, n - 1, n}):
+            if b < 1:
+                continue
+            got = ctx.rad.gain_fill_from(b)
+            assert got == reference_start(ctx, b), (gains.dtype, w, b)
+            checked += got is not None
+    assert checked >= 20  # most budgets start the gain fill above 0
+
+
 def test_span_sums_same_bits_on_every_backend() -> None:
     rng = np.random.default_rng(5)
     for n in (1, SPAN - 1, SPAN, 3 * SPAN + 17, 70_001):
