@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -222,6 +221,37 @@ T at_least(double t) {
     return c;
 }
 
+#if defined(__AVX512F__)
+// One 512-bit vector of T for gather_at_least: its lanes, load, >= compare and the
+// compress-and-store of a part (the compressed lanes written under a prefix mask).
+template <class T>
+struct Lanes512;
+template <>
+struct Lanes512<float> {
+    using V = __m512;
+    using M = __mmask16;
+    static constexpr int kCount = 16;
+    static V splat(float c) { return _mm512_set1_ps(c); }
+    static V load(const float* p) { return _mm512_loadu_ps(p); }
+    static M at_least(V v, V c) { return _mm512_cmp_ps_mask(v, c, _CMP_GE_OQ); }
+    static void store_part(float* dst, M m, int count, V v) {
+        _mm512_mask_storeu_ps(dst, static_cast<M>((1u << count) - 1), _mm512_maskz_compress_ps(m, v));
+    }
+};
+template <>
+struct Lanes512<double> {
+    using V = __m512d;
+    using M = __mmask8;
+    static constexpr int kCount = 8;
+    static V splat(double c) { return _mm512_set1_pd(c); }
+    static V load(const double* p) { return _mm512_loadu_pd(p); }
+    static M at_least(V v, V c) { return _mm512_cmp_pd_mask(v, c, _CMP_GE_OQ); }
+    static void store_part(double* dst, M m, int count, V v) {
+        _mm512_mask_storeu_pd(dst, static_cast<M>((1u << count) - 1), _mm512_maskz_compress_pd(m, v));
+    }
+};
+#endif
+
 // How many of x[lo, hi) are >= c_hi and how many lie in [c, c_hi) (c <= c_hi), and (with
 // dst_hi, dst_lo) those values written to dst_hi and dst_lo in order; without kTwo, c_hi is
 // c and no value goes to dst_lo. AVX-512: sixteen floats (eight doubles) per compare, each
@@ -233,41 +263,19 @@ std::pair<std::int64_t, std::int64_t> gather_at_least(const T* x, std::int64_t l
                                                       T* dst_hi, T* dst_lo) {
     std::int64_t kh = 0, kl = 0, i = lo;
 #if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float>) {
-        const __m512 cv = _mm512_set1_ps(c), hv = _mm512_set1_ps(c_hi);
-        for (; i + 16 <= hi; i += 16) {
-            const __m512 v = _mm512_loadu_ps(x + i);
-            const __mmask16 mh = _mm512_cmp_ps_mask(v, hv, _CMP_GE_OQ);
-            const int nh = __builtin_popcount(mh);
-            if (dst_hi)
-                _mm512_mask_storeu_ps(dst_hi + kh, static_cast<__mmask16>((1u << nh) - 1), _mm512_maskz_compress_ps(mh, v));
-            kh += nh;
-            if constexpr (kTwo) {
-                const __mmask16 ml = static_cast<__mmask16>(_mm512_cmp_ps_mask(v, cv, _CMP_GE_OQ) & ~mh);
-                const int nl = __builtin_popcount(ml);
-                if (dst_lo)
-                    _mm512_mask_storeu_ps(dst_lo + kl, static_cast<__mmask16>((1u << nl) - 1),
-                                          _mm512_maskz_compress_ps(ml, v));
-                kl += nl;
-            }
-        }
-    } else {
-        const __m512d cv = _mm512_set1_pd(c), hv = _mm512_set1_pd(c_hi);
-        for (; i + 8 <= hi; i += 8) {
-            const __m512d v = _mm512_loadu_pd(x + i);
-            const __mmask8 mh = _mm512_cmp_pd_mask(v, hv, _CMP_GE_OQ);
-            const int nh = __builtin_popcount(mh);
-            if (dst_hi)
-                _mm512_mask_storeu_pd(dst_hi + kh, static_cast<__mmask8>((1u << nh) - 1), _mm512_maskz_compress_pd(mh, v));
-            kh += nh;
-            if constexpr (kTwo) {
-                const __mmask8 ml = static_cast<__mmask8>(_mm512_cmp_pd_mask(v, cv, _CMP_GE_OQ) & ~mh);
-                const int nl = __builtin_popcount(ml);
-                if (dst_lo)
-                    _mm512_mask_storeu_pd(dst_lo + kl, static_cast<__mmask8>((1u << nl) - 1),
-                                          _mm512_maskz_compress_pd(ml, v));
-                kl += nl;
-            }
+    using L = Lanes512<T>;
+    const typename L::V cv = L::splat(c), hv = L::splat(c_hi);
+    for (; i + L::kCount <= hi; i += L::kCount) {
+        const typename L::V v = L::load(x + i);
+        const typename L::M mh = L::at_least(v, hv);
+        const int nh = __builtin_popcount(mh);
+        if (dst_hi) L::store_part(dst_hi + kh, mh, nh, v);
+        kh += nh;
+        if constexpr (kTwo) {
+            const auto ml = static_cast<typename L::M>(L::at_least(v, cv) & ~mh);
+            const int nl = __builtin_popcount(ml);
+            if (dst_lo) L::store_part(dst_lo + kl, ml, nl, v);
+            kl += nl;
         }
     }
 #endif
