@@ -642,3 +642,37 @@ def test_sample_bracket_sorts_rad_values_alone(dtype) -> None:
         tau = _core.threshold_search(gains, None, w, m, 2)[1]
         bits = 32 if dtype == np.float32 else 64
         assert lo <= ordered_bits(tau, bits) < hi
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="needs Numba")
+@given(
+    values=st.lists(st.sampled_from([0.0, 1e-310, 2.0**-149, 1e-30, 0.25, 0.5, 0.5, 1.0, 3.0, 1e30, 1e300]),
+                    min_size=0, max_size=300),
+    noise=st.integers(0, 2**32 - 1),
+    with_losses=st.booleans(),
+    w=st.sampled_from([0.0, 0.5, 0.999, 7.0]),
+    m_frac=st.floats(0.0, 1.0),
+)
+@settings(max_examples=300, deadline=None)
+def test_numba_sample_rank_matches_numpy(values, noise, with_losses, w, m_frac) -> None:
+    """The Numba backend's compiled sample scan stops at the same rank as the NumPy one
+    (:func:`rad._backends.radix_select.sample_rank`, which forms every rank's D) on
+    samples with ties, zero gains and zero ``a``, subnormal gains (whose ``1/a`` overflows
+    the sums to inf), and on a descending view with a negative stride, as
+    ``sample_bracket`` passes it; and the brackets built on the two agree."""
+    from rad._backends import numba_backend
+    from rad._backends.radix_select import sample_bracket, sample_rank
+
+    rng = np.random.default_rng(noise)
+    mixed = np.asarray(values + list(rng.random(len(values))), dtype=np.float64)
+    y = np.sort(mixed)[::-1]  # the negative-stride view sample_bracket scans
+    a = y + (rng.random(y.shape[0]) * 2.0 * y if with_losses else w * y)
+    f = 1.0 + rng.random() * 1000.0
+    m = m_frac * float(y.shape[0]) * f
+    assert numba_backend._sample_rank(y, a, f, m) == sample_rank(y, a, f, m)
+    assert numba_backend._sample_rank(np.ascontiguousarray(y), a, f, m) == sample_rank(y, a, f, m)
+    gains = np.minimum(mixed, 3e38).astype(np.float32)  # 1e300 as the largest float32 gains
+    losses = None if not with_losses else (rng.random(gains.shape[0]) * gains).astype(np.float64)
+    m_pool = m_frac * gains.shape[0]
+    assert (sample_bracket(gains, losses, w, m_pool, rank=numba_backend._sample_rank)
+            == sample_bracket(gains, losses, w, m_pool))

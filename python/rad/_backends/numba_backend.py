@@ -1421,7 +1421,27 @@ def threshold_support(gains, losses, w, m, b, threads):
     return int(status), float(tau), int(kstar), float(g_total), sums, RoundSketch(float(tau), sketch.reshape(-1))
 
 
+@_jit
+def _sample_rank(y, a, f, m):
+    """:func:`rad._backends.radix_select.sample_rank` compiled: the same sums, the same bits.
+
+    It stops at the first failing rank (about ``0.3`` of the sample at ``m = 0.3 n``),
+    where the NumPy scan forms every rank's ``D``: 1.5 ms of a 2^16 sample, a serial
+    step of every select.
+    """
+    h = 0.0
+    gs = 0.0
+    for j in range(y.shape[0]):
+        if y[j] * f * h - f * gs + m < 0:
+            return j
+        if a[j] > 0:  # a <= 0 adds 0 to both sums, which leaves them as they are
+            r = 1.0 / a[j]
+            h += r
+            gs += y[j] * r
+    return y.shape[0]
+
+
 def threshold_search(gains, losses, w, m, threads):
     """Sort-free k*: ``(status, tau, kstar, g_total)`` (sample bracket, then one pass)."""
-    ulo, uhi = _radix.sample_bracket(gains, losses, w, m)
+    ulo, uhi = _radix.sample_bracket(gains, losses, w, m, rank=_sample_rank)
     return _bracketed(gains, losses, w, m, threads, ulo, uhi)

@@ -40,6 +40,7 @@ from rad._backends.numba_backend import (
     _jit,
     _pjit,
     _prefetch_run,
+    _sample_rank,
     _support_block,
 )
 
@@ -355,7 +356,7 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     n = gains.shape[0]
     if gains.dtype != np.float32 or n == 0:
         return None
-    ulo, uhi = bracket if bracket is not None else _radix.sample_bracket(gains, None, w, m)
+    ulo, uhi = bracket if bracket is not None else _radix.sample_bracket(gains, None, w, m, rank=_sample_rank)
     uhi = max(1, min(uhi, _radix.full_bracket(32)[1]))
     ulo = min(ulo, uhi - 1)
     if not _radix.edge_value(ulo, 32) >= _SMALLEST or not 1.0 + w <= 2.0**897:  # a = (1 + w) g finite
