@@ -78,3 +78,66 @@ def test_core_bindings_clamp_threads() -> None:
         assert core.stream_sum(g, t) == pytest.approx(float(np.sum(g)))
     with pytest.raises(ValueError, match="threads"):
         core.first_invalid(g, 0)
+
+
+_FORK_CHILD = textwrap.dedent(
+    """
+    import multiprocessing as mp, sys
+    import numpy as np, rad
+    backend, n = sys.argv[1], int(sys.argv[2])
+    g = np.random.default_rng(0).random(n, dtype=np.float32)
+    parent = rad.select(g, 0.3 * n, 100, rng=0, backend=backend, threads=2)
+
+    def child(_):
+        try:
+            return rad.select(g, 0.3 * n, 100, rng=0, backend=backend, threads=2), None
+        except Exception as exc:  # returned, so that the parent can print it
+            return None, f"{type(exc).__name__}: {exc}"
+
+    with mp.get_context("fork").Pool(1) as pool:
+        got, err = pool.apply(child, (0,))
+        auto = pool.apply(rad.backends)["auto"]
+    print("same" if got is not None and np.array_equal(got, parent) else f"error {err}")
+    print("auto", auto)
+    """
+)
+
+
+def _run_forked(backend: str, n: int) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", _FORK_CHILD, backend, str(n)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()
+
+
+@pytest.mark.skipif("cpp" not in BACKENDS or sys.platform != "linux", reason="needs the compiled module and fork()")
+@pytest.mark.parametrize("n", [1 << 20, 1 << 22])
+def test_a_forked_child_runs_after_a_parallel_call(n: int) -> None:
+    """multiprocessing's ``fork`` children (the default start method on Linux) of a process
+    that ran rad on two threads: the child's call used to wait forever, on the parent's
+    kernel worker thread (not copied by fork(), pools of 2^22 points or more) or on GNU
+    OpenMP's thread team (smaller pools, run on the calling thread). The child now starts
+    its own worker and runs on one thread, with the parent's indices."""
+    lines = _run_forked("cpp", n)
+    assert lines[0] == "same", lines
+
+
+@pytest.mark.skipif("numba" not in BACKENDS or sys.platform != "linux", reason="needs Numba and fork()")
+def test_numba_refuses_a_forked_child_with_a_reason() -> None:
+    """Numba's OpenMP layer ends a forked child at its first parallel call once the parent
+    has started it (the process vanished with "Terminating: fork() called from a process
+    already using GNU OpenMP"). The Numba backend is now refused there with the reason and
+    the way out, and ``backend="auto"`` does not pick it."""
+    import numba
+
+    if numba.config.THREADING_LAYER not in ("default", "omp"):
+        pytest.skip("Numba is configured for another threading layer")
+    lines = _run_forked("numba", 1 << 20)
+    layer = subprocess.run(
+        [sys.executable, "-c", "import numpy as np, rad, numba; rad.select(np.ones(2**20), 1.0, 10, backend='numba',"
+         " threads=2); print(numba.threading_layer())"], capture_output=True, text=True, timeout=300).stdout.strip()
+    if layer != "omp":
+        assert lines[0] == "same", lines  # another layer survives fork()
+        return
+    assert lines[0].startswith("error BackendUnavailable") and "spawn" in lines[0], lines
+    assert lines[1] != "auto numba", lines

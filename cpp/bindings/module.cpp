@@ -19,6 +19,11 @@
 #include <string>
 #include <tuple>
 #include <vector>
+#if defined(_WIN32)
+#include <process.h>
+#else
+#include <unistd.h>
+#endif
 
 #include "rad/capped.hpp"
 #include "rad/depround.hpp"
@@ -97,17 +102,33 @@ Params make_params(const ParamTuple& t) {
     return p;
 }
 
+// This process's id (a forked child's differs from its parent's).
+inline long current_pid() {
+#if defined(_WIN32)
+    return static_cast<long>(_getpid());
+#else
+    return static_cast<long>(getpid());
+#endif
+}
+
 // Long kernels stay interruptible: for pools of 2^22 points or more the kernel runs on a
 // persistent worker thread (one for the process, so its OpenMP team is reused) while the
 // calling, GIL-holding thread waits in 50 ms slices with the GIL released and asks Python
 // for pending signals in between. On Ctrl-C the kernels' cancel flag is set, the worker
 // stops at its next check (per block / 2^16 items) and KeyboardInterrupt propagates; the
 // partial result is discarded. A call that finds the worker busy (another Python thread)
-// runs inline.
+// runs inline. In a forked child (fork() copies only the calling thread) the parent's
+// worker does not exist: the child starts a worker of its own (the copy is left alone).
 class Worker {
    public:
-    static Worker& get() {
-        static Worker* w = new Worker();  // never destroyed: no join at interpreter exit
+    static Worker& get() {  // called with the GIL held: no two threads at once
+        static Worker* w = nullptr;  // never destroyed: no join at interpreter exit
+        static long owner = -1;      // the process w's thread runs in
+        const long pid = current_pid();
+        if (w == nullptr || owner != pid) {
+            w = new Worker();
+            owner = pid;
+        }
         return *w;
     }
     bool try_claim() {

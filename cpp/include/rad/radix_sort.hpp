@@ -74,7 +74,7 @@ void radix_argsort(const T* values, std::int64_t n, bool descending, std::int64_
         hi = n * (t + 1) / nt;
     };
 #ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif
     for (int t = 0; t < nt; ++t) {
         std::int64_t lo, hi;
@@ -94,7 +94,7 @@ void radix_argsort(const T* values, std::int64_t n, bool descending, std::int64_
         const int shift = pass * kBits;
         std::fill(hist.begin(), hist.end(), 0);
 #ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif
         for (int t = 0; t < nt; ++t) {
             std::int64_t lo, hi;
@@ -123,7 +123,7 @@ void radix_argsort(const T* values, std::int64_t n, bool descending, std::int64_
                 run += c;
             }
 #ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif
         for (int t = 0; t < nt; ++t) {
             std::int64_t lo, hi;

@@ -129,7 +129,7 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
         const bool all = level == 0;
         bool bad = false;
 #ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(|| : bad)
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(|| : bad) if (nt > 1)
 #endif
         for (int t = 0; t < nt; ++t) {
             HistBin* h = &hist[static_cast<size_t>(t) * kBins];
@@ -201,7 +201,7 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
         const U key = static_cast<U>((pshift < kBits ? prefix << kDigit : U(0)) | static_cast<U>(boundary));
         std::vector<std::vector<std::pair<double, double>>> parts(static_cast<size_t>(nt));
 #ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif
         for (int t = 0; t < nt; ++t) {
             const std::int64_t lo = n * t / nt, hi = n * (t + 1) / nt;

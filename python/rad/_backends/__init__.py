@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from rad._backends.contract import Kernels, missing_kernels
-from rad._backends.threads import default_threads
+from rad._backends.threads import default_threads, numba_fork_problem
 
 __all__ = ["ORDER", "BackendUnavailable", "backends", "get_backend"]
 
@@ -83,7 +83,7 @@ def get_backend(name: str = "auto") -> Kernels:
             return get_backend(forced)
         for candidate in ORDER:
             mod = _try_load(candidate)
-            if mod is not None:
+            if mod is not None and not (candidate == "numba" and numba_fork_problem()):
                 return mod
         raise BackendUnavailable("no rad backend could be loaded")  # numpy always loads
     if name not in _MODULES:
@@ -93,6 +93,9 @@ def get_backend(name: str = "auto") -> Kernels:
         raise BackendUnavailable(
             f"the {name!r} backend is not available ({_errors[name]}); {_HINTS[name]}"
         )
+    problem = numba_fork_problem() if name == "numba" else None
+    if problem:
+        raise BackendUnavailable(f"the 'numba' backend cannot run here: {problem}")
     return mod
 
 
