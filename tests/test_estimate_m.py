@@ -4,6 +4,7 @@ Bernstein interval, Lemma 1's conservative value), checked by simulation and clo
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -142,3 +143,81 @@ def test_input_errors_are_named():
         estimate_m(np.zeros((3, 2, 2)), y, 100)
     with pytest.raises(TypeError, match="labels"):
         estimate_m(y, np.array([1 + 1j, 2, 3]), 100)
+
+
+# ----------------------------------------------------------------------------- input validation
+
+
+def _binary_teacher():
+    """True labels and a perfect binary teacher's sigmoid outputs (the audit's example)."""
+    y = np.random.default_rng(0).integers(0, 2, 200)
+    return y, np.where(y == 1, 0.9, 0.1)
+
+
+def test_one_dimensional_probabilities_are_rejected_with_a_hint():
+    y, p = _binary_teacher()
+    with pytest.raises(ValueError, match=r"1-D teacher_pred .*labels.*\[0\] = 0\.9.*\(n_val, n_classes\)"):
+        estimate_m(p, y, 10_000)
+    with pytest.raises(ValueError, match=r"teacher_pred\[1\] = nan"):
+        estimate_m(np.array([1.0, np.nan]), np.array([1, 0]), 100)
+    with pytest.raises(ValueError, match=r"labels\[2\] = 0\.5"):  # arguments swapped
+        estimate_m(np.array([0, 1, 1]), np.array([0.0, 1.0, 0.5]), 100)
+
+
+def test_score_matrices_need_two_classes():
+    y, p = _binary_teacher()
+    with pytest.raises(ValueError, match=r"teacher_pred .*at least 2 classes \(k >= 2\).*\(200, 1\)"):
+        estimate_m(p[:, None], y, 10_000)
+    with pytest.raises(ValueError, match=r"k >= 2"):
+        estimate_m(np.zeros((3, 0)), y[:3], 100)
+
+
+@pytest.mark.parametrize(
+    "bad,where,kind", [(np.nan, "[2, 1]", "NaN"), (np.inf, "[2, 1]", "infinite"), (-np.inf, "row 2", "-inf")]
+)
+def test_non_finite_scores_name_the_first_offending_entry(bad, where, kind):
+    y = np.array([0, 1, 1, 0])
+    scores = np.eye(2)[y]
+    scores[2, :] = [-np.inf, bad] if bad != -np.inf else bad
+    scores[3, 0] = bad
+    with pytest.raises(ValueError, match=rf"teacher_pred.*{re.escape(where)}.*{kind}"):
+        estimate_m(scores, y, 100)
+
+
+def test_all_nan_scores_are_rejected():
+    with pytest.raises(ValueError, match=r"teacher_pred\[0, 0\] = nan is NaN"):
+        estimate_m(np.full((200, 2), np.nan), _binary_teacher()[0], 10_000)
+
+
+def test_masked_minus_inf_logits_still_work():
+    """As in ``rad.gains``, ``-inf`` marks a masked class; the row's finite maximum decides."""
+    y = np.array([0, 1, 2])
+    logits = np.array([[3.0, -np.inf, 1.0], [-np.inf, 0.0, -np.inf], [0.0, 1.0, 2.0]])
+    assert estimate_m(logits, y, 100).m_hat == 0
+
+
+@pytest.mark.parametrize(
+    "pred,labels",
+    [
+        (np.eye(2)[[0, 1, 1]], np.array(["cat", "dog", "dog"])),  # argmax indices vs names
+        (np.array([0, 1, 1]), np.array(["cat", "dog", "dog"])),
+        (np.array([0, 1, 1]), np.array(["cat", "dog", "dog"], dtype=object)),  # e.g. pandas
+        (np.array(["cat", "dog"]), np.array([b"cat", b"dog"])),
+    ],
+)
+def test_labels_of_another_kind_than_the_predictions_are_rejected(pred, labels):
+    with pytest.raises(TypeError, match=r"labels .*teacher_pred"):
+        estimate_m(pred, labels, 100)
+
+
+def test_label_forms_that_compare_keep_working():
+    names = np.array(["cat", "dog", "dog", "cat"])
+    assert estimate_m(names, names, 100).m_hat == 0
+    assert estimate_m(names, names.astype(object), 100).m_hat == 0
+    assert estimate_m(names.astype("S"), names.astype("S"), 100).m_hat == 0
+    y = np.array([0, 1, 1, 0])
+    assert estimate_m(y.astype(float), y, 100).m_hat == 0  # integral floats are labels
+    assert estimate_m(y.astype(bool), y, 100).m_hat == 0
+    assert estimate_m(y.astype(object), y.astype(np.uint8), 100).m_hat == 0
+    assert estimate_m(np.eye(2, dtype=bool)[y], y, 100).m_hat == 0  # one-hot
+    assert estimate_m(np.eye(2, dtype=int)[y].tolist(), y.tolist(), 100).m_hat == 0

@@ -106,6 +106,79 @@ def _labels(x: ArrayLike, name: str) -> np.ndarray:
     return arr
 
 
+def _check_integral(arr: np.ndarray, name: str, rule: str, hint: str = "") -> None:
+    """Raise ``ValueError`` naming the first entry of a float label array that is not an integer."""
+    if arr.dtype.kind != "f":
+        return
+    bad = np.flatnonzero(~(np.isfinite(arr) & (arr == np.round(arr))))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{rule}; {name}[{i}] = {arr[i].item()!r} is not an integer{hint}"
+        )
+
+
+def _predictions(teacher_pred: ArrayLike) -> np.ndarray:
+    """The teacher's predicted labels: 1-D labels as given, or the row ``argmax`` of scores.
+
+    Scores must be real, with ``k >= 2`` columns, no ``NaN`` or ``+inf``, and a finite
+    maximum in every row (``-inf`` marks a masked class, as in :mod:`rad.gains`).
+    """
+    arr = _labels(teacher_pred, "teacher_pred")
+    if arr.ndim == 1:
+        _check_integral(
+            arr,
+            "teacher_pred",
+            "1-D teacher_pred must hold predicted labels",
+            ": pass class probabilities or scores as an (n_val, n_classes) matrix (a single "
+            "sigmoid output p as np.column_stack([1 - p, p]))",
+        )
+        return arr
+    if arr.ndim != 2:
+        return arr  # estimate_m reports the shape
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"teacher_pred scores (n_val, n_classes) must be a real numeric array, got dtype "
+            f"{arr.dtype}"
+        )
+    if arr.shape[1] < 2:
+        raise ValueError(
+            f"teacher_pred scores need at least 2 classes (k >= 2), got shape {arr.shape}"
+        )
+    if arr.dtype.kind == "f":
+        bad = np.flatnonzero(np.isnan(arr) | np.isposinf(arr))
+        if bad.size:
+            i, j = np.unravel_index(int(bad[0]), arr.shape)
+            v = arr[i, j].item()
+            raise ValueError(
+                f"teacher_pred scores must not be NaN or +inf; teacher_pred[{i}, {j}] = {v!r} "
+                f"is {'NaN' if math.isnan(v) else 'infinite'}"
+            )
+        masked = np.flatnonzero(np.all(np.isneginf(arr), axis=1))
+        if masked.size:
+            raise ValueError(
+                f"teacher_pred scores need a finite maximum in every row; every score of row "
+                f"{int(masked[0])} is -inf"
+            )
+    return np.asarray(np.argmax(arr, axis=1))
+
+
+def _label_kind(arr: np.ndarray) -> str:
+    """What labels are, to compare kinds: ``"numbers"``, ``"strings"`` or ``"bytes"``.
+
+    Object arrays (e.g. a pandas column) are judged by their elements; ``""`` when these are
+    mixed or of another type (then no kind is enforced).
+    """
+    if arr.dtype.kind != "O":
+        return {"U": "strings", "S": "bytes"}.get(arr.dtype.kind, "numbers")
+    kinds = {
+        "numbers" if isinstance(v, numbers.Real) else "strings" if isinstance(v, str)
+        else "bytes" if isinstance(v, bytes) else ""
+        for v in arr.ravel().tolist()
+    }
+    return kinds.pop() if len(kinds) == 1 else ""
+
+
 def estimate_m(
     teacher_pred: ArrayLike,
     labels: ArrayLike,
@@ -118,8 +191,11 @@ def estimate_m(
     Parameters
     ----------
     teacher_pred : array_like, shape (n_val,) or (n_val, n_classes)
-        The teacher's predicted labels on the validation points, or its scores /
-        probabilities per class (the prediction is then the ``argmax`` of each row).
+        The teacher's predicted labels on the validation points (integers, or strings
+        like ``labels``), or its scores / probabilities / logits per class, ``n_classes >=
+        2`` (the prediction is then the ``argmax`` of each row; ``-inf`` marks a masked
+        class). A binary teacher's single sigmoid output ``p`` is
+        ``np.column_stack([1 - p, p])``.
     labels : array_like, shape (n_val,)
         The true labels of the validation points.
     pool_size : int
@@ -136,9 +212,15 @@ def estimate_m(
     Raises
     ------
     ValueError
-        On empty or mismatched inputs, ``pool_size < 1`` or ``delta`` outside ``(0, 1)``.
+        On empty or mismatched inputs; scores with fewer than 2 columns, ``NaN``, ``+inf``
+        or a row of only ``-inf``; 1-D ``teacher_pred`` or ``labels`` of floats that are
+        not integers (probabilities must be an ``(n_val, n_classes)`` matrix);
+        ``pool_size < 1`` or ``delta`` outside ``(0, 1)``. Messages name the argument and
+        the first offending entry.
     TypeError
-        On non-label input or a non-integer ``pool_size``.
+        On non-label input, non-numeric scores, labels of another kind than the
+        predictions (e.g. strings against the class indices from ``argmax``) or a
+        non-integer ``pool_size``.
 
     Notes
     -----
@@ -169,12 +251,8 @@ def estimate_m(
     >>> est.lower <= est.m_hat <= est.upper, est.conservative <= est.lower
     (True, True)
     """
-    pred = _labels(teacher_pred, "teacher_pred")
+    pred = _predictions(teacher_pred)
     lab = _labels(labels, "labels")
-    if pred.ndim == 2:
-        if pred.shape[1] == 0:
-            raise ValueError("teacher_pred has no classes (shape (n_val, 0))")
-        pred = np.argmax(pred, axis=1)
     if pred.ndim != 1 or lab.ndim != 1:
         raise ValueError(
             f"teacher_pred must be (n_val,) labels or (n_val, n_classes) scores and labels "
@@ -184,6 +262,14 @@ def estimate_m(
         raise ValueError(
             f"teacher_pred and labels must have the same length, got {pred.shape[0]} and "
             f"{lab.shape[0]}"
+        )
+    _check_integral(lab, "labels", "labels must hold class labels")
+    pred_kind, lab_kind = _label_kind(pred), _label_kind(lab)
+    if pred_kind and lab_kind and pred_kind != lab_kind:
+        what = "class indices (the argmax of its scores)" if np.ndim(teacher_pred) == 2 else pred_kind
+        raise TypeError(
+            f"labels hold {lab_kind} but teacher_pred holds {what}, so no prediction could "
+            f"match: encode both the same way (e.g. labels as class indices 0..k-1)"
         )
     k = int(lab.shape[0])
     if k == 0:
