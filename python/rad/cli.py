@@ -23,13 +23,15 @@ def _demo(args: argparse.Namespace) -> int:
 
     n = args.n  # validated by the parser: an integer in [1, 2**40]
     m = args.mistake_rate * n
-    b = min(int(args.b), n)
+    b = min(_DEMO_B, n) if args.b is None else args.b  # args.b >= 1 by the parser
+    if b > n:
+        raise SystemExit(f"b (the budget) must be in [1, n={n}], got {b}")
+    backend = get_backend(args.backend).name  # a backend that is not built: before any output
     print(f"rad demo: synthetic pool of n={n:,} gains ~ uniform(0, 1) float32, "
           f"m={m:,.0f} teacher mistakes ({args.mistake_rate:.0%}), budget b={b:,}")
     t0 = time.perf_counter()
     gains = np.random.default_rng(args.seed).random(n, dtype=np.float32)
     print(f"  generated the pool in {time.perf_counter() - t0:.2f} s")
-    backend = get_backend(args.backend).name
     t0 = time.perf_counter()
     sol = rad.solve(gains, m, b, backend=args.backend, threads=args.threads)
     t_solve = time.perf_counter() - t0
@@ -56,6 +58,8 @@ def _info(args: argparse.Namespace) -> int:
 
 #: The largest pool ``rad demo`` will generate (4 TiB of float32).
 _DEMO_MAX_N = 1 << 40
+#: ``rad demo``'s budget when ``--b`` is not given (at most n).
+_DEMO_B = 1000
 
 
 def _pool_size(text: str) -> int:
@@ -98,13 +102,8 @@ def _rate(text: str) -> float:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    try:
-        from rad.distill.cli import run_from_args
-    except ImportError as exc:  # Keras (the tf extra, or keras + a backend) is missing
-        raise SystemExit(
-            "rad experiment needs Keras 3 and a backend "
-            f"(pip install 'robust-active-distillation[tf]'): {exc}"
-        ) from None
+    from rad.distill.cli import run_from_args
+
     return run_from_args(args)
 
 
@@ -292,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="select from a built-in synthetic pool and report k*, value, time")
     demo.add_argument("--n", type=_pool_size, default=10_000_000, help="pool size (default 1e7)")
     demo.add_argument("--mistake-rate", type=_rate, default=0.3, help="m / n, in [0, 1] (default 0.3)")
-    demo.add_argument("--b", type=_whole(0), default=1000, help="budget (default 1000; at most n)")
+    demo.add_argument("--b", type=_whole(1), help=f"budget, in [1, n] (default min({_DEMO_B}, n))")
     demo.add_argument("--seed", type=_whole(0), default=0, help="non-negative seed")
     demo.add_argument("--backend", default="auto", choices=["auto", "cpp", "numba", "numpy"])
     demo.add_argument("--threads", type=_whole(1), default=None, help="kernel threads (>= 1)")
@@ -381,6 +380,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Top-level (or dotted) module -> the extra of robust-active-distillation that installs it,
+#: as in pyproject.toml's [project.optional-dependencies].
+_EXTRA_OF = {
+    "numba": "numba", "numba.cuda": "cuda", "numba_cuda": "cuda", "scipy": "verify",
+    "dask": "dask", "distributed": "dask", "keras": "tf", "tensorflow": "tf",
+    "matplotlib": "tf", "mlxtend": "tf", "sklearn": "tf", "mnist1d": "tf",
+    "skactiveml": "integrations", "modAL": "integrations", "baal": "integrations",
+}
+#: Modules that no extra installs -> their pip names.
+_PIP_NAME = {"jax": "jax", "torch": "torch", "tensorflow_datasets": "tensorflow-datasets"}
+
+
+def _missing_module_message(exc: ImportError) -> str:
+    """The one-line message for a missing module, with the install that provides it.
+
+    Parameters
+    ----------
+    exc : ImportError
+        The error; ``exc.name`` is the missing module when Python raised it.
+
+    Returns
+    -------
+    str
+        ``exc``'s own message when it already says what to ``pip install``; else that
+        message with the extra of ``robust-active-distillation`` (or the package) that
+        installs ``exc.name``, when known.
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if "pip install" in text:
+        return text
+    parts = (exc.name or "").split(".")
+    for module in (".".join(parts[:i]) for i in range(len(parts), 0, -1)):
+        if module in _EXTRA_OF:
+            return (f"a required module is missing ({text}); install it with "
+                    f"pip install 'robust-active-distillation[{_EXTRA_OF[module]}]'")
+        if module in _PIP_NAME:
+            return f"a required module is missing ({text}); install it with pip install {_PIP_NAME[module]}"
+    return f"a required module is missing ({text})"
+
+
 class UsageError(SystemExit):
     """A command refused its input: exit status 2, the message on one line of stderr.
 
@@ -401,8 +440,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Bad invocations end with one line on stderr and exit status 2, never a traceback:
     argparse's errors, a command's own refusal
     (``SystemExit`` with a message), and the library's ``ValueError``/``TypeError``
-    (bad values, an unknown ``RAD_BACKEND``), ``OverflowError``, a missing optional
-    dependency (``ImportError``) or ``MemoryError``.
+    (bad values, an unknown ``RAD_BACKEND``), ``OverflowError``, ``OSError`` (a file or
+    directory that cannot be used), a missing optional dependency (``ImportError``, with
+    the install that provides it) or ``MemoryError``.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -418,11 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message if message.startswith("rad") else f"{where}: error: {message}", file=sys.stderr)
         raise UsageError(message) from None
     except ImportError as exc:
-        extra = "tf" if args.command == "experiment" else "test"
-        print(f"{where}: error: a required module is missing ({exc}); install it, e.g. "
-              f"pip install 'robust-active-distillation[{extra}]'", file=sys.stderr)
+        print(f"{where}: error: {_missing_module_message(exc)}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+    except (ValueError, TypeError, OverflowError, OSError, MemoryError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{where}: error: {text}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,15 +17,58 @@ _NOT_CONFIG = {"command", "func", "config", "plots", "keras_backend"}
 
 
 def _read_config(path: str) -> dict[str, Any]:
-    if path.endswith(".toml"):
-        import tomllib
+    """The fields in the ``--config`` file (TOML if it ends in ``.toml``, else JSON).
 
-        with open(path, "rb") as f:
-            values: dict[str, Any] = tomllib.load(f)
-        return values
-    with open(path) as f:
-        values = json.load(f)
+    Raises
+    ------
+    SystemExit
+        With a one-line message naming the file when it cannot be read or parsed.
+    """
+    kind = "TOML" if path.endswith(".toml") else "JSON"
+    try:
+        if kind == "TOML":
+            import tomllib
+
+            with open(path, "rb") as f:
+                values = tomllib.load(f)
+        else:
+            with open(path) as f:
+                values = json.load(f)
+    except OSError as exc:
+        raise SystemExit(f"rad experiment: cannot read --config {path!r}: "
+                         f"{exc.strerror or exc}") from None
+    except ValueError as exc:  # JSONDecodeError, TOMLDecodeError, UnicodeDecodeError
+        raise SystemExit(f"rad experiment: --config {path!r} is not valid {kind}: {exc}") from None
+    if not isinstance(values, dict):
+        raise SystemExit(f"rad experiment: --config {path!r} must hold a {kind} object of "
+                         f"ExperimentConfig fields, not a {type(values).__name__}")
     return values
+
+
+def _prepare_output_dir(path: str) -> None:
+    """Create the output directory if it is missing and check that it is writable.
+
+    Called before any training, so that a bad ``--output-dir`` does not lose a run.
+
+    Parameters
+    ----------
+    path : str
+        The directory ``results.json``, ``results.csv`` and ``arrays.npz`` go to.
+
+    Raises
+    ------
+    SystemExit
+        With a one-line message naming the directory when it cannot be used.
+    """
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise SystemExit(f"rad experiment: --output-dir {path!r} is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise SystemExit(f"rad experiment: cannot create --output-dir {path!r}: "
+                         f"{exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise SystemExit(f"rad experiment: cannot write to --output-dir {path!r}: permission denied")
 
 
 def _seeds(value: Any) -> list[int]:
@@ -76,6 +120,9 @@ def run_from_args(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     try:
+        cfg.validate()  # cheap: before the output directory is made and Keras trains
+        if cfg.output_dir:
+            _prepare_output_dir(cfg.output_dir)
         result = run_experiment(cfg)
     except (ValueError, FileNotFoundError) as exc:
         raise SystemExit(f"rad experiment: {exc}") from None
