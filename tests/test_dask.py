@@ -102,6 +102,26 @@ def test_capped_case_falls_back_with_a_warning(client) -> None:
     assert dsol.capped and dsol.value == sol.value and dsol.params == sol.params
 
 
+def test_client_fallbacks_report_rad_solve_s_capped_flag(client) -> None:
+    """Where rad.dask hands the pool to rad.solve on the client, its summary is rad.solve's,
+    ``capped`` included: near-overflow gains (rescaled, not capped) said capped=True; and
+    ``b = n`` (every q is 1, rad.solve's own case) gave the uncapped path's params."""
+    g = np.random.default_rng(0).random(1000) * 1e307
+    with pytest.warns(RuntimeWarning, match="gathered to the client"):
+        dsol = rd.solve(da.from_array(g, chunks=500), 300, 10)
+    sol = rad.solve(g, 300, 10)
+    assert not sol.capped and dsol.capped == sol.capped and dsol.params == sol.params
+    for n in (1, 7, BLOCK + 3):
+        g = np.random.default_rng(n).random(n) + 0.5
+        with pytest.warns(RuntimeWarning, match="gathered to the client"):
+            dsol = rd.solve(da.from_array(g, chunks=BLOCK), 0.25 * n, n)
+        sol = rad.solve(g, 0.25 * n, n)
+        assert (dsol.capped, dsol.params, dsol.value, dsol.k_star) == (sol.capped, sol.params, sol.value, sol.k_star)
+        with pytest.warns(RuntimeWarning, match="gathered to the client"):
+            idx = rd.select(da.from_array(g, chunks=BLOCK), 0.25 * n, n, rng=0)
+        np.testing.assert_array_equal(idx, np.arange(n))
+
+
 def test_errors(client) -> None:
     with pytest.raises(TypeError, match="dask.array"):
         rd.select(np.ones(5), 1.0, 1)

@@ -176,6 +176,8 @@ def _solve(dask: Any, gains: Any, n: int, m: float, b: int, w: float) -> tuple[D
     if b == 0:  # nothing to choose, but bad values are refused as rad.select refuses them
         _check_values(dask, chunks, offsets)
         return DaskSolution(0.0, 0, math.inf, w, m, b, n, False, Params("gain", 0.0)), 0
+    if b == n:  # every q is 1 (rad.solve's own case: its value sums the pool's payoffs)
+        return _solve_on_client(gains, n, m, b, w)
     g_max = [0.0]
 
     def histogram(shift: int, pshift: int, prefix: int) -> tuple[Any, Any, Any, Any, bool]:
@@ -217,12 +219,17 @@ def _solve(dask: Any, gains: Any, n: int, m: float, b: int, w: float) -> tuple[D
             value = b * _theorem1_value(None, None, w, m, tau, g, h, count)
             params = Params("gain", nu, gain_cut=tau, gain_frac=1.0)
             return DaskSolution(value, count, tau, w, m, b, n, False, params), 0
+    return _solve_on_client(gains, n, m, b, w)
+
+
+def _solve_on_client(gains: Any, n: int, m: float, b: int, w: float) -> tuple[DaskSolution, int]:
+    """:func:`rad.solve` on the gathered gains (the capped path needs a sort), with a warning."""
     warnings.warn(
         "rad.dask: the optimum caps some probabilities at 1 (or the pool is degenerate or "
         "needs rescaling: subnormal or near-overflow gains); "
         "the exact capped solution needs a sort, so the gains are gathered to the client",
         RuntimeWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
     import rad
 
@@ -231,8 +238,8 @@ def _solve(dask: Any, gains: Any, n: int, m: float, b: int, w: float) -> tuple[D
         sol = rad.solve(gains.compute(), m, b, w=w)
     if sol.value < 0:
         warnings.warn(f"the game's value is negative ({sol.value:.6g}): the teacher is expected to do net harm",
-                      NetHarmWarning, stacklevel=3)
-    summary = DaskSolution(sol.value, sol.k_star, sol.threshold, w, m, b, n, True, sol.params)
+                      NetHarmWarning, stacklevel=4)
+    summary = DaskSolution(sol.value, sol.k_star, sol.threshold, w, m, b, n, sol.capped, sol.params)
     return summary, sol.scale_exponent
 
 

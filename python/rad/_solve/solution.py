@@ -38,7 +38,11 @@ class SolutionSummary:
         The loss weight used (``nan`` with general losses), the mistakes, the budget, the
         pool size.
     capped : bool
-        True when some probability is capped at 1, i.e. the solution is not ``b * p*``.
+        True when the batch game is not solved by Theorem 1's ``b * p*``: ``b`` times the
+        largest ``p*`` would exceed 1 (``b = n`` included), or the pool fails Theorem 1's
+        condition ``G_n >= m``. The optimum then comes from the game's dual
+        (``docs/design.md`` §1); its ``q`` need not reach 1 (a large ``m`` can make a
+        spread-out batch best).
     params : Params
         The scalars that define every probability (see :mod:`rad._backends.params`).
     """
