@@ -560,3 +560,20 @@ def test_integer_sum_check_is_absolute(total: float, ok: bool) -> None:
     else:
         with pytest.raises(ValueError, match="integer"):
             rad.depround(q, rng=0)
+
+
+def test_float32_q_is_held_to_its_own_precision() -> None:
+    """float32 q whose exact sum is an integer only up to its entries' rounding (ten
+    float32 0.1s sum to 1 + 1.5e-8, above the float64 check's 1e-9) is rounded, with the
+    marginals of its entries; a float32 sum off by more than 2^-24 of it is still refused."""
+    q = np.full(10, 0.1, np.float32)
+    assert abs(float(np.sum(q, dtype=np.float64)) - 1.0) > 1e-9  # the float64 check refuses it
+    picks = np.concatenate([rad.depround(q, rng=s) for s in range(4000)])
+    assert picks.shape == (4000,)
+    counts = np.bincount(picks, minlength=10)
+    # each index 400 times on average: a 5-sigma band (sd = sqrt(4000 * 0.1 * 0.9) = 19)
+    assert np.all(np.abs(counts - 400) < 5 * 19), counts
+    with pytest.raises(ValueError, match="integer"):
+        rad.depround(np.full(10, np.float32(0.1) * np.float32(1.0 + 2.0**-20), np.float32), rng=0)
+    big = np.full(1 << 20, 0.25, np.float32)  # sums to 2^18 exactly: accepted as before
+    assert rad.depround(big, rng=0).shape == (1 << 18,)

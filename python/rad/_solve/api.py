@@ -142,7 +142,7 @@ def depround(
     ----------
     q : array_like, shape (n,)
         Probabilities in ``[0, 1]`` whose sum is an integer, to within
-        ``min(1e-9 * sum, 1e-6)``.
+        ``min(1e-9 * sum, 1e-6)`` (float32 ``q``: ``2^-24 * sum``, its own precision).
     rng, backend, threads
         As in :func:`select`.
 
@@ -162,11 +162,16 @@ def depround(
     total = _accurate_sum(qa)
     b = round(total)
     # Absolute: 1e-9 of the sum, at most 1e-6 (a relative 1e-6 let a sum 0.4 off through
-    # at b = 1e6, and DepRound would silently round that mass away).
-    if abs(total - b) > min(1e-9 * max(1.0, total), 1e-6):
+    # at b = 1e6, and DepRound would silently round that mass away). float32 entries carry
+    # up to half an ulp each (2^-25 relative), so their sum is held to what that allows,
+    # 2^-24 of the sum, and no closer (ten float32 0.1s sum to 1 + 1.5e-8).
+    tol = min(1e-9 * max(1.0, total), 1e-6)
+    if qa.dtype == np.float32:
+        tol = max(tol, 2.0**-24 * max(1.0, total))
+    if abs(total - b) > tol:
         raise ValueError(
-            f"sum(q) must be an integer (the sample size) to within min(1e-9 * sum, 1e-6); "
-            f"got {total!r}, {abs(total - b):.3g} from {b}"
+            f"sum(q) must be an integer (the sample size) to within min(1e-9 * sum, 1e-6) "
+            f"(2^-24 * sum for float32 q); got {total!r}, {abs(total - b):.3g} from {b}"
         )
     key = key_from_rng(rng)
     if b == 0:
