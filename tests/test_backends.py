@@ -20,7 +20,9 @@ from rad._backends.contract import Kernels, missing_kernels
 
 def test_report_lists_every_backend() -> None:
     info = rad.backends()
-    assert set(info) >= {"cpp", "numba", "numpy", "auto", "threads"}
+    assert set(info) >= {"cpp", "numba", "numpy", "cuda", "auto", "threads"}
+    if not info["cuda"]["available"]:  # no GPU or no numba-cuda: the reason, with the install hint
+        assert info["cuda"]["error"]
     assert info["numpy"]["available"] is True
     assert info["auto"] in {"cpp", "numba", "numpy"}
     assert info["threads"] >= 1

@@ -109,7 +109,7 @@ def backends() -> dict[str, Any]:
         "openmp": bool | None, "error": str | None}, ...}``.
     """
     info: dict[str, Any] = {}
-    for name in ORDER:
+    for name in (*ORDER, "cuda"):  # cuda: for device arrays only, never "auto"'s pick here
         mod = _try_load(name)
         info[name] = {
             "available": mod is not None,
