@@ -95,3 +95,19 @@ def test_rad_backend_typo_is_one_line() -> None:
     proc = subprocess.run([sys.executable, "-m", "rad.cli", "info"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "RAD_BACKEND" in proc.stderr
+
+
+def test_unreadable_tensors_name_the_argument() -> None:
+    """A PyTorch tensor that requires grad, or one in bfloat16, reached the user as torch's
+    own RuntimeError / "Got unsupported ScalarType BFloat16", naming no argument."""
+    torch = pytest.importorskip("torch")
+    import rad
+
+    g = torch.rand(1000)
+    with pytest.raises(TypeError, match=r"gains cannot be read.*detach"):
+        rad.select(g.clone().requires_grad_(True), 10.0, 5)
+    with pytest.raises(TypeError, match=r"losses cannot be read.*BFloat16"):
+        rad.select(g, 10.0, 5, losses=g.to(torch.bfloat16))
+    with pytest.raises(TypeError, match=r"q cannot be read"):
+        rad.depround(torch.full((10,), 0.1, requires_grad=True))
+    assert rad.select(g, 10.0, 5, rng=0).shape == (5,)  # a plain CPU tensor is read in place

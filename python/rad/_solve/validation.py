@@ -36,7 +36,7 @@ def as_float_vector(x: object, name: str) -> np.ndarray:
             f"{name} is a CUDA device array ({type(x).__name__}): pass device gains (and losses) to "
             "rad.select/rad.solve with backend='auto' or 'cuda', or copy it to the host yourself"
         )
-    arr = _host_view(x)
+    arr = _host_view(x, name)
     if arr.dtype.kind not in "biuf":
         raise TypeError(
             f"{name} must be a real numeric array, got dtype {arr.dtype} "
@@ -51,15 +51,22 @@ def as_float_vector(x: object, name: str) -> np.ndarray:
     return arr
 
 
-def _host_view(x: object) -> np.ndarray:
-    """``np.asarray(x)``; a host DLPack tensor (PyTorch, JAX on the CPU) is viewed, not copied."""
+def _host_view(x: object, name: str) -> np.ndarray:
+    """``np.asarray(x)``; a host DLPack tensor (PyTorch, JAX on the CPU) is viewed, not copied.
+
+    An object NumPy cannot read (a tensor that requires grad, a bfloat16 tensor) is a
+    ``TypeError`` naming ``name``, with the library's own reason.
+    """
     if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
         try:
             if int(x.__dlpack_device__()[0]) == 1:  # kDLCPU
                 return np.from_dlpack(x)
         except (BufferError, TypeError, RuntimeError, ValueError):
             pass  # e.g. a tensor that requires grad: np.asarray says why
-    return np.asarray(x)
+    try:
+        return np.asarray(x)
+    except (TypeError, RuntimeError) as exc:
+        raise TypeError(f"{name} cannot be read as a float array ({type(x).__name__}): {exc}") from None
 
 
 def check_values(arr: np.ndarray, name: str, first_invalid: Callable[[np.ndarray], int]) -> None:
