@@ -164,9 +164,12 @@ def test_extreme_and_odd_inputs_like_select(client) -> None:
             np.testing.assert_array_equal(idx, rad.select(g, 0.3 * n, 40, rng=2))
     bad = base.copy()
     bad[7] = np.nan
-    for b in (0, 3):
-        with pytest.raises(ValueError, match=r"gains\[7\]"):
+    for b in (0, 3):  # the value and its kind, as rad.select says them
+        with pytest.raises(ValueError, match=r"gains\[7\] = nan is NaN"):
             rd.select(da.from_array(bad, chunks=BLOCK), 10.0, b, rng=0)
+    bad[7], bad[BLOCK + 2] = 1.0, -2.5
+    with pytest.raises(ValueError, match=rf"gains\[{BLOCK + 2}\] = -2.5 is negative"):
+        rd.select(da.from_array(bad, chunks=BLOCK), 10.0, 3, rng=0)
     big = base.astype(">f8")
     np.testing.assert_array_equal(
         rd.select(da.from_array(big, chunks=BLOCK), 10.0, 5, rng=1), rad.select(big, 10.0, 5, rng=1)

@@ -36,7 +36,7 @@ from rad._backends.rng import RNG, key_from_rng
 from rad._solve.batch import _theorem1_value
 from rad._solve.game import default_w
 from rad._solve.solution import NetHarmWarning, SolutionSummary
-from rad._solve.validation import check_budget, check_mistakes, check_w
+from rad._solve.validation import check_budget, check_mistakes, check_w, invalid_value
 
 __all__ = ["DaskSolution", "select", "solve"]
 
@@ -90,8 +90,11 @@ def _gather(chunk: np.ndarray, w: float, shift: int, key: int, count: int) -> tu
     return _kernels().bit_gather(np.ascontiguousarray(chunk), None, w, shift, key, count, 1)
 
 
-def _first_invalid(chunk: np.ndarray) -> int:
-    return _kernels().first_invalid(np.ascontiguousarray(chunk), 1)
+def _first_invalid(chunk: np.ndarray) -> tuple[int, float]:
+    """The chunk's first NaN, infinite or negative entry and its value, or ``(-1, 0.0)``."""
+    c = np.ascontiguousarray(chunk)
+    i = int(_kernels().first_invalid(c, 1))
+    return i, (float(c[i]) if i >= 0 else 0.0)
 
 
 def _block_sums(chunk: np.ndarray, w: float, tau: float) -> tuple[Any, ...]:
@@ -163,9 +166,9 @@ def solve(gains: Any, m: float, b: int = 1, *, w: float | None = None) -> DaskSo
 
 def _check_values(dask: Any, chunks: list[Any], offsets: list[int]) -> None:
     firsts = dask.compute(*[dask.delayed(_first_invalid)(c) for c in chunks])
-    for off, f in zip(offsets, firsts):
+    for off, (f, value) in zip(offsets, firsts):
         if f >= 0:
-            raise ValueError(f"gains must be finite and non-negative; gains[{off + f}] is not")
+            raise invalid_value("gains", off + f, value)
 
 
 def _solve(dask: Any, gains: Any, n: int, m: float, b: int, w: float) -> tuple[DaskSolution, int]:

@@ -5,6 +5,7 @@ Every failure names the argument and, for values, the first offending index.
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 from collections.abc import Callable
@@ -73,11 +74,13 @@ def check_values(arr: np.ndarray, name: str, first_invalid: Callable[[np.ndarray
     """Raise ``ValueError`` naming the first NaN, infinite or negative entry of ``arr``."""
     bad = first_invalid(arr)
     if bad >= 0:
-        v = arr[bad].item()
-        kind = "NaN" if np.isnan(v) else ("infinite" if np.isinf(v) else "negative")
-        raise ValueError(
-            f"{name} must be finite and non-negative; {name}[{bad}] = {v!r} is {kind}"
-        )
+        raise invalid_value(name, bad, arr[bad].item())
+
+
+def invalid_value(name: str, index: int, value: float) -> ValueError:
+    """The error for ``name[index] = value``, a NaN, infinite or negative entry."""
+    kind = "NaN" if math.isnan(value) else ("infinite" if math.isinf(value) else "negative")
+    return ValueError(f"{name} must be finite and non-negative; {name}[{index}] = {value!r} is {kind}")
 
 
 def check_mistakes(m: object, n: int) -> float:
