@@ -111,3 +111,17 @@ def test_unreadable_tensors_name_the_argument() -> None:
     with pytest.raises(TypeError, match=r"q cannot be read"):
         rad.depround(torch.full((10,), 0.1, requires_grad=True))
     assert rad.select(g, 10.0, 5, rng=0).shape == (5,)  # a plain CPU tensor is read in place
+
+
+def test_a_solution_without_arrays_says_why_it_has_no_q() -> None:
+    """A solution of gains given on a GPU keeps no arrays (rad._solve.device): asking it for
+    q said 'solve the game with rad.solve', which is what the user had done."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    import rad
+
+    sol = replace(rad.solve(np.random.default_rng(0).random(100), 10.0, 5), gains=None, losses=None)
+    with pytest.raises(ValueError, match="keeps no arrays.*rad.select"):
+        sol.probabilities()

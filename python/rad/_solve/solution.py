@@ -93,6 +93,9 @@ class Solution(SolutionSummary):
         them.
         """
         if self.gains is None:
-            raise ValueError("this solution holds no gains (a summary): solve the game with rad.solve")
+            raise ValueError(
+                "this solution keeps no arrays (the gains were on a GPU, where they stay), so it cannot "
+                "form q: call rad.select for the indices, or rad.solve on a host copy of the gains for q"
+            )
         w = 0.0 if self.losses is not None else self.w
         return probabilities_from_params(self.gains, self.losses, w, self.params)
