@@ -59,12 +59,16 @@ def _warm_up(gains: np.ndarray, m_rate: float, b_rate: float, backend: str, thre
 
     Once with the demo's ratios and once with ``b = 1`` (the DepRound sketch's path).
     """
+    import warnings
+
     import rad
 
     part = gains[: 1 << 20]
     k = part.shape[0]
-    for b in {max(1, min(k, round(b_rate * k))), 1}:
-        rad.select(part, m_rate * k, b, rng=0, backend=backend, threads=threads)
+    with warnings.catch_warnings():  # the warm-up's own results (and NetHarmWarning) are dropped
+        warnings.simplefilter("ignore")
+        for b in {max(1, min(k, round(b_rate * k))), 1}:
+            rad.select(part, m_rate * k, b, rng=0, backend=backend, threads=threads)
 
 
 def _info(args: argparse.Namespace) -> int:
