@@ -14,7 +14,7 @@ from rad._solve.batch import ValueOverflowWarning, solve_game
 from rad._solve.device import select_device, solve_device
 from rad._solve.game import resolve_game
 from rad._solve.solution import Solution
-from rad._solve.validation import as_float_vector, check_values
+from rad._solve.validation import as_float_vector, check_values, integral_sum_tolerance
 
 __all__ = ["depround", "select", "solve"]
 
@@ -161,14 +161,7 @@ def depround(
         raise ValueError(f"q must be <= 1; q[{i}] = {qa[i].item()!r}")
     total = _accurate_sum(qa)
     b = round(total)
-    # Absolute: 1e-9 of the sum, at most 1e-6 (a relative 1e-6 let a sum 0.4 off through
-    # at b = 1e6, and DepRound would silently round that mass away). float32 entries carry
-    # up to half an ulp each (2^-25 relative), so their sum is held to what that allows,
-    # 2^-24 of the sum, and no closer (ten float32 0.1s sum to 1 + 1.5e-8).
-    tol = min(1e-9 * max(1.0, total), 1e-6)
-    if qa.dtype == np.float32:
-        tol = max(tol, 2.0**-24 * max(1.0, total))
-    if abs(total - b) > tol:
+    if abs(total - b) > integral_sum_tolerance(total, qa.dtype):  # ten float32 0.1s: 1 + 1.5e-8
         raise ValueError(
             f"sum(q) must be an integer (the sample size) to within min(1e-9 * sum, 1e-6) "
             f"(2^-24 * sum for float32 q); got {total!r}, {abs(total - b):.3g} from {b}"

@@ -142,3 +142,16 @@ def check_losses_or_w(
         raise ValueError(f"losses must have the same shape as gains: {lo.shape} != {gains.shape}")
     check_values(lo, "losses", first_invalid)
     return np.ascontiguousarray(lo, dtype=np.float64), float("nan")
+
+
+def integral_sum_tolerance(total: float, dtype: np.dtype) -> float:
+    """How far ``sum(q)`` may lie from an integer for DepRound (``rad.depround``).
+
+    ``min(1e-9 * max(1, sum), 1e-6)``: absolute, so that a sum 0.4 off at ``b = 1e6`` is
+    refused rather than rounded away. float32 entries carry up to half an ulp each
+    (``2^-25`` relative), so their sum is held to ``2^-24 * max(1, sum)`` and no closer.
+    """
+    tol = min(1e-9 * max(1.0, total), 1e-6)
+    if dtype == np.float32:
+        tol = max(tol, 2.0**-24 * max(1.0, total))
+    return tol
