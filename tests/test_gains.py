@@ -285,3 +285,27 @@ def test_large_k_validation_and_unknown_kind():
         G.compute_gains(np.full((1, 2), 0.5), "bald")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="chunk_rows"):
         G.margin_gain(np.full((1, 2), 0.5), chunk_rows=0)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-14), (np.float32, 1e-6)])
+@pytest.mark.parametrize("lead", [5.0, 20.0, 40.0, 80.0])
+def test_confident_logits_keep_their_small_gains(dtype, rtol: float, lead: float) -> None:
+    """Logits [a, 0, 0]: 1 - max p = t / (1 + t) and H = log1p(t) + a e^-a 2 / (1 + t) with
+    t = 2 e^-a (scalar math here). The logits path had formed 1 - 1/s and log(s) with
+    s = 1 + t, which cancel: least confidence was 0 at a = 40 (float64) and a = 20
+    (float32), and float32 entropy 5% low at a = 20; the selector then broke ties at
+    random among confident rows."""
+    t = 2.0 * math.exp(-lead)
+    lc_ref = t / (1.0 + t)
+    h_ref = math.log1p(t) + 2.0 * math.exp(-lead) * lead / (1.0 + t)
+    z = np.array([[lead, 0.0, 0.0]], dtype=dtype)
+    tiny = np.finfo(dtype).tiny
+    for got, ref in ((G.least_confidence_gain(z, from_logits=True)[0], lc_ref),
+                     (G.entropy_gain(z, from_logits=True)[0], h_ref)):
+        if ref < tiny:  # below the dtype's normal range: only ask for no sign error
+            assert 0.0 <= float(got) < 4 * tiny
+        else:
+            assert float(got) == pytest.approx(ref, rel=rtol), (got, ref)
+    rows = np.array([[40.0 + k, 0.0, 0.0] for k in range(6)])
+    assert np.all(np.diff(G.least_confidence_gain(rows, from_logits=True)) < 0)
+    assert np.all(np.diff(G.entropy_gain(rows, from_logits=True)) < 0)

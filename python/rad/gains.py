@@ -408,23 +408,28 @@ def _logit_kernel(
     _check_logit_max(top1, block, axis, offset)
     with np.errstate(over="ignore"):  # z - z1 may overflow to -inf: exp gives 0, fine
         np.subtract(block, top1 if axis == 0 else top1[:, None], out=block)  # <= 0
-    if what == "entropy":
+    if what in ("entropy", "least_confidence"):
+        # With t = s - 1 = sum of exp(z_j - z1) over every class but one top class, summed
+        # directly (no 1 + t - 1 to cancel): 1 - max p = t / (1 + t) and
+        # H = log1p(t) - sum_j e_j (z_j - z1) / (1 + t); a confident row keeps its tiny
+        # gain (1 - 1/s was 0 for logits [40, 0, 0], whose 1 - max p is 8.5e-18).
         np.maximum(block, _LOGIT_FLOOR, out=block)  # -inf -> finite, exp still 0
         e = np.exp(block)
-        s = e.sum(axis=axis)
+        top = np.expand_dims(np.argmax(block, axis=axis), axis)  # one top class (z_j - z1 = 0)
+        np.put_along_axis(e, top, 0.0, axis=axis)
+        t = e.sum(axis=axis)
+        if what == "least_confidence":
+            np.divide(t, 1 + t, out=out)
+            return
         np.multiply(e, block, out=e)
-        weighted = e.sum(axis=axis)  # sum_j e_j (z_j - z1) <= 0
-        np.log(s, out=out)
-        np.divide(weighted, s, out=weighted)
+        weighted = e.sum(axis=axis)  # sum_j e_j (z_j - z1) <= 0 (the top class adds 0)
+        np.log1p(t, out=out)
+        np.divide(weighted, 1 + t, out=weighted)
         np.subtract(out, weighted, out=out)
         np.maximum(out, 0, out=out)
         return
     np.exp(block, out=block)
     s = block.sum(axis=axis)  # >= 1
-    if what == "least_confidence":
-        np.divide(1, s, out=s)
-        np.subtract(1, s, out=out)
-        return
     np.subtract(top2, top1, out=top2)  # <= 0, -inf if the runner-up is masked
     np.expm1(top2, out=top2)
     np.negative(top2, out=top2)  # 1 - exp(z2 - z1)
