@@ -727,3 +727,14 @@ def test_rad_utilities_are_the_minimax_probabilities():
     np.testing.assert_array_equal(result.indices, want)
     np.testing.assert_array_equal(result.scores, result.utilities[result.order])
     assert np.all(np.diff(result.scores) <= 0)
+
+
+def test_rad_selector_names_a_bad_gain_by_its_pool_index():
+    """With labeled points left out, the RAD selector validated the candidates' gains and
+    named a NaN by its index among them (gains[5] for the pool's gains[10])."""
+    g = np.ones(20)
+    g[10] = np.nan
+    with pytest.raises(ValueError, match=r"gains\[10\] = nan is NaN"):
+        S.get_strategy("rad").select(S.PoolState(gains=g, m=3, labeled=[0, 1, 2, 3, 4]), 2, rng=0)
+    g[10], g[2] = 1.0, np.nan  # a labeled point's gain is not a candidate's: no error
+    assert S.get_strategy("rad").select(S.PoolState(gains=g, m=3, labeled=[0, 1, 2, 3, 4]), 2, rng=0).shape == (2,)

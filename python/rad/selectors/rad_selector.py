@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rad import gains as _gains
+from rad._solve.validation import invalid_value
 from rad.selectors.base import Explained, Strategy, register
 from rad.selectors.pool import PoolState, ranks_to_indices
 
@@ -73,7 +74,14 @@ class RAD(Strategy):
         gains = cast(np.ndarray, pool.gains) if pool.gains is not None else pool.score(self.gain)
         excluded = pool.excluded
         if excluded.size:
-            gains = np.delete(gains, excluded)
+            keep = np.ones(pool.n, dtype=bool)
+            keep[excluded] = False
+            candidates = np.flatnonzero(keep)
+            gains = np.asarray(gains)[candidates]
+            if gains.dtype.kind in "biuf":  # a bad gain by its index in the pool, not among the candidates
+                bad = np.flatnonzero(~(np.isfinite(gains) & (gains >= 0)))
+                if bad.size:
+                    raise invalid_value("gains", int(candidates[bad[0]]), float(gains[bad[0]]))
             m = min(m * gains.shape[0] / pool.n, float(gains.shape[0]))
         return gains, m
 
