@@ -105,6 +105,19 @@ def test_resolve_m():
         resolve_m(None, (pred,), 10)
 
 
+def test_adapter_selection_names_m_as_the_adapter_takes_it():
+    """The adapters' shared RAD step validated m through a PoolState the user never built
+    ("PoolState.m must be in [0, n=400]" for RADSampling(m=1000.))."""
+    from rad.integrations._common import rad_selection
+
+    probs = np.full((N, K), 1.0 / K)
+    with pytest.raises(ValueError, match=r"^m \(the teacher's mistakes in the pool\) must be in \[0, n=400\]"):
+        rad_selection(probs, B, 1000.0, 0)
+    with pytest.raises(TypeError, match="^m must be a real number"):
+        rad_selection(probs, B, "3", 0)
+    assert rad_selection(probs, B, 40.0, 0).indices.shape == (B,)
+
+
 # ----------------------------------------------------------------------------- scikit-activeml
 
 

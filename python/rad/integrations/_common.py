@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from rad._solve.validation import check_mistakes
 from rad.selectors import RAD, PoolState, RNGLike, Selection
 
 __all__ = [
@@ -172,6 +173,8 @@ def rad_selection(
         On invalid probabilities (negative, rows not summing to 1: the message names
         the row), ``m`` outside ``[0, n]`` or ``b`` above ``n``.
     """
+    if np.ndim(probabilities) >= 1:  # "m", the adapter's argument (PoolState says PoolState.m)
+        check_mistakes(m, int(np.shape(probabilities)[0]))
     pool = PoolState(probs=probabilities, m=m)
     return RAD(gain=gain, w=w).select(pool, b, rng=rng, return_scores=True)
 
