@@ -309,3 +309,9 @@ def test_confident_logits_keep_their_small_gains(dtype, rtol: float, lead: float
     rows = np.array([[40.0 + k, 0.0, 0.0] for k in range(6)])
     assert np.all(np.diff(G.least_confidence_gain(rows, from_logits=True)) < 0)
     assert np.all(np.diff(G.entropy_gain(rows, from_logits=True)) < 0)
+
+
+def test_tied_top_logits_give_a_positive_zero_margin() -> None:
+    """Logits whose two largest are equal have margin 0; the logits path returned -0.0."""
+    m = G.margins(np.array([[2.0, 2.0, 0.0], [1.0, 1.0, 1.0]]), from_logits=True)
+    assert np.all(m == 0.0) and not np.any(np.signbit(m))

@@ -424,3 +424,19 @@ class TestBaal:
         theirs = Margin().get_ranks(probs)[0][:B]
         ours = S.Margin().select(S.PoolState(probs=probs), B, rng=0)
         assert set(theirs.tolist()) == set(ours.tolist())
+
+
+def test_star_import_needs_no_peer_library():
+    """``from rad.integrations import *`` imported every adapter's library (and failed
+    unless all three were installed); it now takes the names that need none, and the
+    adapters stay one attribute access away (listed by dir)."""
+    code = ("import sys\n"
+            "for lib in ('skactiveml', 'modAL', 'baal'):\n"
+            "    sys.modules[lib] = None  # as if not installed\n"
+            "ns = {}\n"
+            "exec('from rad.integrations import *', ns)\n"
+            "import rad.integrations as I\n"
+            "print(sorted(k for k in ns if not k.startswith('__')), 'RADSampling' in dir(I))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "['MissingExtraError', 'resolve_m'] True"

@@ -738,3 +738,13 @@ def test_rad_selector_names_a_bad_gain_by_its_pool_index():
         S.get_strategy("rad").select(S.PoolState(gains=g, m=3, labeled=[0, 1, 2, 3, 4]), 2, rng=0)
     g[10], g[2] = 1.0, np.nan  # a labeled point's gain is not a candidate's: no error
     assert S.get_strategy("rad").select(S.PoolState(gains=g, m=3, labeled=[0, 1, 2, 3, 4]), 2, rng=0).shape == (2,)
+
+
+def test_cluster_margin_candidate_factor_is_checked_when_built():
+    """An infinite candidate_factor was accepted, then select raised OverflowError; a
+    string gave "must be real number, not str" without the argument's name."""
+    with pytest.raises(ValueError, match="candidate_factor must be a finite number >= 1"):
+        S.get_strategy("cluster_margin", candidate_factor=float("inf"))
+    with pytest.raises(TypeError, match="candidate_factor must be a real number"):
+        S.get_strategy("cluster_margin", candidate_factor="10")
+    assert S.get_strategy("cluster_margin", candidate_factor=np.float32(2.5)).candidate_factor == 2.5

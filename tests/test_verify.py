@@ -502,3 +502,16 @@ def test_depround_marginals_takes_float32_q_as_depround_does() -> None:
     assert abs(float(np.sum(q32, dtype=np.float64)) - 10.0) > 1e-9
     assert rad.depround(q32, rng=0).shape == (10,)
     assert depround_marginals(q32, trials=50, rng=0).passed
+
+
+def test_verify_arguments_of_numpy_and_string_kinds() -> None:
+    """certificate took rtol only as a Python int or float (np.float32(1e-6) was refused),
+    and check_random_instances split kinds='ties' into characters ('unknown kinds
+    ['t', 'i', 'e', 's']'); an empty kinds said 'unknown kinds []'."""
+    from rad.verify.harness import check_random_instances
+
+    g = np.random.default_rng(0).random(50)
+    assert certificate(g, 5.0, 4, rtol=np.float32(1e-6)).optimal
+    assert all(c.instance.kind == "ties" for c in check_random_instances(2, kinds="ties", max_n=8).checks)
+    with pytest.raises(ValueError, match="kinds names no family"):
+        check_random_instances(2, kinds=[])

@@ -208,7 +208,7 @@ def _verify_random(args: argparse.Namespace) -> int:
     from rad.verify import lp
     from rad.verify.harness import INSTANCE_KINDS, InstanceCheck, check_random_instances
 
-    kinds = INSTANCE_KINDS if args.kinds is None else tuple(k.strip() for k in args.kinds.split(","))
+    kinds = INSTANCE_KINDS if args.kinds is None else tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     bad_kind = [k for k in kinds if k not in INSTANCE_KINDS]
     if bad_kind:
         _verify_usage_error(f"unknown --kinds {bad_kind}; choose from {', '.join(INSTANCE_KINDS)}")

@@ -432,6 +432,6 @@ def _logit_kernel(
     s = block.sum(axis=axis)  # >= 1
     np.subtract(top2, top1, out=top2)  # <= 0, -inf if the runner-up is masked
     np.expm1(top2, out=top2)
-    np.negative(top2, out=top2)  # 1 - exp(z2 - z1)
+    np.subtract(0.0, top2, out=top2)  # 1 - exp(z2 - z1); +0.0 for tied top logits (negative gave -0.0)
     np.divide(top2, s, out=top2)
     _finish_margin(top2, what, out)

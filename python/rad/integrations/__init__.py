@@ -30,7 +30,9 @@ from typing import Any
 
 from rad.integrations._common import MissingExtraError, resolve_m
 
-__all__ = ["MissingExtraError", "RADHeuristic", "RADQuery", "RADSampling", "resolve_m"]
+# The adapters load their library on first access, so ``import *`` takes only these: it
+# would otherwise need all three peer libraries installed.
+__all__ = ["MissingExtraError", "resolve_m"]
 
 _ADAPTERS = {
     "RADSampling": "rad.integrations.skactiveml",
@@ -49,4 +51,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_ADAPTERS))

@@ -7,6 +7,7 @@ HAC runs on buckets of at most ``bucket_size`` points, so memory stays
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -256,8 +257,11 @@ class ClusterMargin(Strategy):
     bucketing: Bucketing = "rptree"
 
     def __post_init__(self) -> None:
-        if not float(self.candidate_factor) >= 1.0:
-            raise ValueError(f"candidate_factor must be >= 1, got {self.candidate_factor!r}")
+        cf = self.candidate_factor
+        if isinstance(cf, (bool, np.bool_)) or not isinstance(cf, numbers.Real):
+            raise TypeError(f"candidate_factor must be a real number >= 1, got {cf!r}")
+        if not 1.0 <= float(cf) < math.inf:  # inf: ceil(inf * b) has no size
+            raise ValueError(f"candidate_factor must be a finite number >= 1, got {cf!r}")
         if self.n_clusters is not None:
             check_int(self.n_clusters, "n_clusters", 1)
         if self.n_clusters is not None and self.distance_threshold is not None:

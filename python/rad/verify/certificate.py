@@ -30,6 +30,7 @@ data. This module holds the result (:class:`Certificate`) and the public
 from __future__ import annotations
 
 import math
+import numbers
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -238,7 +239,7 @@ def certificate(
     t0 = time.perf_counter()
     if not isinstance(return_adversary, (bool, np.bool_)):
         raise TypeError(f"return_adversary must be a bool, got {type(return_adversary).__name__}")
-    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not (0 <= rtol < math.inf):
+    if isinstance(rtol, (bool, np.bool_)) or not isinstance(rtol, numbers.Real) or not (0 <= rtol < math.inf):
         raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
     if method not in ("auto", "saddle", "search"):
         raise ValueError(f"method must be 'auto', 'saddle' or 'search', got {method!r}")

@@ -257,10 +257,11 @@ def check_random_instances(
     ValueError
         On an unknown kind, ``instances < 1``, ``max_n < 1`` or ``seed < 0``.
     """
-    kinds = INSTANCE_KINDS if kinds is None else tuple(kinds)
+    kinds = INSTANCE_KINDS if kinds is None else (kinds,) if isinstance(kinds, str) else tuple(kinds)
     unknown = [k for k in kinds if k not in INSTANCE_KINDS]
     if unknown or not kinds:
-        raise ValueError(f"unknown kinds {unknown}; choose from {', '.join(INSTANCE_KINDS)}")
+        what = f"unknown kinds {unknown}" if unknown else "kinds names no family"
+        raise ValueError(f"{what}; choose from {', '.join(INSTANCE_KINDS)}")
     for name, value, least in (("instances", instances, 1), ("max_n", max_n, 1), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
