@@ -93,6 +93,16 @@ def test_usage_errors(tmp_path):
         main(["verify", "--kinds", "uniform,nope"])
 
 
+def test_w_with_losses_is_refused_before_the_header(tmp_path, capsys):
+    """--w with --losses printed the instance's header, then the usage error."""
+    np.save(tmp_path / "g.npy", np.ones(10))
+    np.save(tmp_path / "l.npy", np.ones(10))
+    with pytest.raises(SystemExit, match="--w or --losses"):
+        main(["verify", "--gains", str(tmp_path / "g.npy"), "--m", "1", "--b", "2", "--w", "0.5",
+              "--losses", str(tmp_path / "l.npy")])
+    assert capsys.readouterr().out == ""
+
+
 def test_console_entry_point_runs():
     proc = subprocess.run(
         [sys.executable, "-c", "import sys; from rad.cli import main; sys.exit(main())",

@@ -255,6 +255,8 @@ def _verify_file(args: argparse.Namespace) -> int:
             raise ValueError(f"gains must be one-dimensional, got shape {gains.shape}")
         check_mistakes(args.m, n)
         check_budget(args.b, n)
+        if args.w is not None and losses is not None:  # as rad.solve refuses it, before any output
+            raise ValueError("give --w or --losses, not both (--w sets the losses to w * gains)")
     except (ValueError, TypeError) as exc:
         _verify_usage_error(f"{args.gains}: {exc}")
     weights = f", losses from {args.losses}" if losses is not None else f", w={'1 - m/n' if args.w is None else args.w}"
