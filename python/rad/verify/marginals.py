@@ -144,8 +144,8 @@ def depround_marginals(
     """
     q_in = np.asarray(q)
     if q_in.dtype != np.float32:  # float32 q goes to the sampler as it is (rad.depround's own tolerance)
-        q_in = q_in.astype(np.float64)
-    qa = q_in.astype(np.float64)
+        q_in = q_in.astype(np.float64, copy=False)
+    qa = q_in.astype(np.float64, copy=False)  # float64 input: no copy, as before
     if qa.ndim != 1:
         raise ValueError(f"q must be one-dimensional, got shape {qa.shape}")
     bad = np.flatnonzero(~(np.isfinite(qa) & (qa >= 0.0) & (qa <= 1.0)))
