@@ -9,7 +9,7 @@
 #   benchmarks/device_check.sh --sizes 1e6 --threads 1,2 --out /tmp/x.json   # smoke test
 #
 # Options are passed to benchmarks/thread_scaling.py (--sizes, --threads, --repeat,
-# --backends, --out). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts. Default
+# --backends, --out, --capped). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts. Default
 # output: $OUT/device_check.json if $OUT is set, else benchmarks/results_device.json.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -19,6 +19,7 @@ args=("$@")
 case " ${args[*]-} " in *" --out "*) ;; *) args+=(--out "$out_default") ;; esac
 case " ${args[*]-} " in *" --sizes "*) ;; *) args+=(--sizes 1e8,1e9) ;; esac
 case " ${args[*]-} " in *" --threads "*) ;; *) args+=(--threads 1,2,4,8,16) ;; esac
+case " ${args[*]-} " in *" --capped "*) ;; *) args+=(--capped 1e7) ;; esac
 
 site="$(mktemp -d /tmp/rad_site.XXXXXX)"
 build="$(mktemp -d /tmp/rad_build.XXXXXX)"

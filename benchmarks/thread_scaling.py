@@ -52,6 +52,34 @@ def _rss() -> tuple[int, int]:
     return int(d["VmRSS"].split()[0]) * 1024, int(d["VmHWM"].split()[0]) * 1024
 
 
+def _capped_rows(n: int, threads: int, backends: list[str], reps: int) -> dict:
+    """Issue 10's capped-path target: caps bind (m = 0.001 n, b = n / 10) against the
+    uncapped select (m = 0.3 n, b = 1000) on the same pool, alternated call by call."""
+    import rad
+
+    g = np.random.default_rng(1).random(n, dtype=np.float32)
+    row: dict = {"n": n, "threads": threads, "m": 0.001 * n, "b": n // 10,
+                 "capped": bool(rad.solve(g, 0.001 * n, n // 10).capped)}
+    picks = {}
+    for be in backends:
+        picks[be] = rad.select(g, 0.001 * n, n // 10, rng=0, backend=be, threads=threads)  # warm-up
+        capped, uncapped = [], []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            rad.select(g, 0.001 * n, n // 10, rng=0, backend=be, threads=threads)
+            capped.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            rad.select(g, 0.3 * n, 1000, rng=0, backend=be, threads=threads)
+            uncapped.append(time.perf_counter() - t0)
+        row[f"capped_{be}"] = statistics.median(capped)
+        row[f"uncapped_{be}"] = statistics.median(uncapped)
+        row[f"capped_vs_uncapped_{be}"] = row[f"capped_{be}"] / row[f"uncapped_{be}"]
+    if len(picks) > 1:
+        first = next(iter(picks.values()))
+        row["same_indices_across_backends"] = all(np.array_equal(first, p) for p in picks.values())
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1e8,1e9")
@@ -59,6 +87,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--backends", default="cpp,numba")
     ap.add_argument("--out", default="")
+    ap.add_argument("--capped", default="0", help="also the capped path at this n (0: skip): m = 0.001 n, "
+                    "b = n / 10 against the uncapped select, call by call, at the largest thread count")
     args = ap.parse_args()
 
     import rad
@@ -160,6 +190,9 @@ def main() -> int:
         out.setdefault("sizes", []).append(size_row)
         log(size_row)
 
+    if int(float(args.capped)):
+        out["capped"] = _capped_rows(int(float(args.capped)), threads[-1], backends, args.repeat + 4)
+        log(out["capped"])
     if args.out:
         with open(args.out, "w") as f:
             json.dump(out, f, indent=2)
