@@ -402,6 +402,33 @@ def errors_name_the_problem() -> None:
     assert np.array_equal(got, rad.select(g[::2], 15, 5, rng=2, backend="numpy"))
 
 
+@check
+def reused_buffers_never_leak_between_calls() -> None:
+    """The device buffers kept between calls (cuda_backend._scratch, _Packed.get) are
+    refilled at every call: pools of changing sizes and dtypes, called in turn, give the
+    NumPy backend's indices, and a returned index array is never overwritten later."""
+    from numba import cuda
+
+    import rad
+    from rad._backends import cuda_backend as C
+
+    C.release_scratch()
+    rng = np.random.default_rng(11)
+    pools = [rng.random(n).astype(dt) for n, dt in ((1500, np.float32), (400, np.float32), (1500, np.float64),
+                                                     (90, np.float32), (1500, np.float32))]
+    kept = []
+    for pool in pools:
+        n = pool.shape[0]
+        got = rad.select(cuda.to_device(pool), 0.2 * n, 40, rng=5)
+        want = rad.select(pool, 0.2 * n, 40, rng=5, backend="numpy")
+        assert np.array_equal(got.copy_to_host(), want), n
+        kept.append((got, want))
+    for got, want in kept:  # the results of earlier calls: still theirs
+        assert np.array_equal(got.copy_to_host(), want)
+    assert C._SCRATCH and C._PACKED, "no buffer was kept: the reuse is untested"
+    C.release_scratch()
+
+
 def _child() -> None:
     """Run every check on the simulator and print one JSON line of verdicts."""
     warnings.filterwarnings("ignore", message="overflow encountered", category=RuntimeWarning)

@@ -13,6 +13,7 @@ sort-free search loop (:mod:`~rad._backends.radix_select`) and the thread policy
 from __future__ import annotations
 
 import os
+import warnings
 from importlib import import_module
 from types import ModuleType
 from typing import Any
@@ -41,6 +42,23 @@ _HINTS = {
 }
 _loaded: dict[str, ModuleType] = {}  # conforming modules only
 _errors: dict[str, str] = {}
+
+
+def import_numba_cuda() -> Any:
+    """``numba.cuda``, imported quietly and with NumPy 2.5 (raises ImportError without it).
+
+    numba-cuda 0.30 registers ``np.row_stack``, which NumPy 2.5 removed (its target cannot
+    load without it), and warns at import that NumPy deprecates the generic timedelta
+    unit: a warning the user cannot act on, and an error where warnings are errors.
+    """
+    import numpy as np
+
+    if not hasattr(np, "row_stack"):
+        setattr(np, "row_stack", np.vstack)  # noqa: B010
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"numba")
+        from numba import cuda
+    return cuda
 
 
 class BackendUnavailable(ImportError):

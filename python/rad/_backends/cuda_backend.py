@@ -56,12 +56,9 @@ import threading
 from typing import Any
 
 import numpy as np
-
-if not hasattr(np, "row_stack"):  # NumPy 2.5 removed it; numba-cuda 0.30 still registers it
-    setattr(np, "row_stack", np.vstack)  # noqa: B010 (without it numba-cuda's target cannot load)
 from numba import config as _nb_config
-from numba import cuda as _numba_cuda
 
+from rad._backends import import_numba_cuda
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK, LANES, MERGE_GROUP, ONE, merge_leftovers
 from rad._backends.contract import search_then_sums
@@ -71,7 +68,7 @@ from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2
 __all__ = ["SIMULATOR", "SORTFREE", "has_openmp", "name"]
 
 #: numba.cuda (its thread indexing and atomics exist only inside kernels: Any for mypy).
-cuda: Any = _numba_cuda
+cuda: Any = import_numba_cuda()
 SIMULATOR = bool(getattr(_nb_config, "ENABLE_CUDASIM", 0))
 if not cuda.is_available():
     raise ImportError(
@@ -215,7 +212,8 @@ def _resident_grid(n: int) -> int:
 
 
 def _dummy() -> Any:
-    return cuda.device_array(1, dtype=np.float64)
+    """The placeholder of an absent array argument (never read): one reused float64."""
+    return _scratch("dummy", 1, np.float64)
 
 
 def _losses_arg(losses: Any) -> tuple[Any, bool]:
@@ -408,11 +406,17 @@ def _memset(arr: Any, byte: int) -> None:
     arr.gpu_data.memset(byte, arr.size * arr.dtype.itemsize)
 
 
-def _full(n: int, value: Any, dtype: Any) -> Any:
-    """A device array of ``n`` copies of ``value``, filled on the device (no host transfer)."""
+def _full(n: int, value: Any, dtype: Any, tag: str | None = None) -> Any:
+    """A device array of ``n`` copies of ``value``, filled on the device (no host transfer).
+
+    With a ``tag`` the array is :func:`_scratch`'s buffer of that name (reused across calls:
+    only for arrays that do not outlive the call).
+    """
+    out = cuda.device_array(n, dtype=dtype) if tag is None else _scratch(tag, n, dtype)
     if SIMULATOR:  # a Python loop there: the host fill is the fast one
-        return cuda.to_device(np.full(n, value, dtype=dtype))
-    out = cuda.device_array(n, dtype=dtype)
+        if n:
+            out.copy_to_device(np.full(n, value, dtype=dtype))
+        return out
     pattern = np.array([value], dtype=dtype).tobytes()
     if n and pattern == pattern[:1] * len(pattern):  # 0, 0.0, all ones: a memset, not a kernel launch
         _memset(out, pattern[0])
@@ -429,24 +433,33 @@ def _scratch(tag: str, n: int, dtype: Any) -> Any:
     """A device array of ``n`` items, reused across calls (contents undefined).
 
     DepRound's bitmap and chunk totals are an eighth of a byte to a byte per point (250 MB
-    at 1e9 float32 points); allocating and freeing them at every call costs the device
-    milliseconds, so the last buffer of each kind is kept, per calling thread
-    (:func:`release_scratch` frees them). Small buffers are not kept.
+    at 1e9 float32 points), and a call needs a dozen small buffers besides; each
+    allocation is a driver call (and each free may wait for the device), which cost a
+    1e9 call milliseconds of an idle GPU (``benchmarks/gpu_timeline.py``). So the last
+    buffer of each tag is kept, per calling thread (:func:`release_scratch` frees them):
+    a tag names a buffer that no other live buffer of the same call uses, and that does
+    not outlive the call.
     """
     dtype = np.dtype(dtype)
-    if SIMULATOR or n * dtype.itemsize < (1 << 20):
-        return cuda.device_array(n, dtype)
     key = f"{tag}@{threading.get_ident()}"  # a thread's own buffers: calls from two threads never share one
     held = _SCRATCH.get(key)
     if held is None or held.dtype != dtype or held.shape[0] < n:
         _SCRATCH.pop(key, None)
-        held = _SCRATCH[key] = cuda.device_array(n, dtype)
-    return held[:n]
+        held = _SCRATCH[key] = cuda.device_array(max(n, 1), dtype)
+    return held if held.shape[0] == n else held[:n]  # (a view is a Python object more: skipped when exact)
+
+
+def _upload(tag: str, host: np.ndarray) -> Any:
+    """``host`` copied into :func:`_scratch`'s buffer ``tag`` (no allocation once it exists)."""
+    buf = _scratch(tag, host.shape[0], host.dtype)
+    buf.copy_to_device(np.ascontiguousarray(host))
+    return buf
 
 
 def release_scratch() -> None:
-    """Free the device buffers DepRound keeps between calls (:func:`_scratch`)."""
+    """Free the device buffers kept between calls (:func:`_scratch`, :meth:`_Packed.get`)."""
     _SCRATCH.clear()
+    _PACKED.clear()
 
 
 class _Packed:
@@ -469,15 +482,47 @@ class _Packed:
             self.buf = cuda.device_array(words, np.uint64)
             _memset(self.buf, fills.pop() if fills else 0)
         else:
-            host = np.zeros(words, np.uint64)
-            for (lo, hi, _), (_, _, fill) in zip(self.bounds, parts):
-                host[lo:hi].view(np.uint8)[:] = fill
-            self.buf = cuda.to_device(host)
+            self.buf = cuda.to_device(self._host_fill(parts, words))
         self.dev = [self.buf[lo:hi].view(dt) for lo, hi, dt in self.bounds]
+
+    @classmethod
+    def get(cls, tag: str, parts: list[tuple[int, Any, int]]) -> _Packed:
+        """A :class:`_Packed` of ``parts``, reused across calls of this thread (and refilled).
+
+        Its device buffer and the part views are made once per tag and layout (a view is a
+        Python object numba builds at some cost); each call refills the buffer (one memset
+        or one small upload). For buffers that do not outlive the call, as :func:`_scratch`.
+        """
+        key = (tag, threading.get_ident())  # a thread's own buffers, as _scratch's
+        layout = tuple((length, np.dtype(dt).str, fill) for length, dt, fill in parts)
+        held = _PACKED.get(key)
+        if held is None or held[0] != layout:
+            _PACKED[key] = (layout, cls(parts))
+            return _PACKED[key][1]
+        held[1].refill(parts)
+        return held[1]
+
+    def refill(self, parts: list[tuple[int, Any, int]]) -> None:
+        """The fill bytes of ``parts`` written again (as at construction)."""
+        fills = {fill for length, _, fill in parts if length}
+        if len(fills) <= 1 and not SIMULATOR:
+            _memset(self.buf, fills.pop() if fills else 0)
+        else:
+            self.buf.copy_to_device(self._host_fill(parts, self.buf.shape[0]))
+
+    def _host_fill(self, parts: list[tuple[int, Any, int]], words: int) -> np.ndarray:
+        host = np.zeros(words, np.uint64)
+        for (lo, hi, _), (_, _, fill) in zip(self.bounds, parts):
+            host[lo:hi].view(np.uint8)[:] = fill
+        return host
 
     def fetch(self) -> list[np.ndarray]:
         host = self.buf.copy_to_host()
         return [host[lo:hi].view(dt) for lo, hi, dt in self.bounds]
+
+
+#: The :class:`_Packed` buffers kept between calls: (tag, thread) -> (layout, buffers).
+_PACKED: dict[tuple[str, int], tuple[tuple[Any, ...], _Packed]] = {}
 
 
 @_kernel
@@ -556,27 +601,23 @@ _UNROLL = 2 if SIMULATOR else 4  # (two in the simulator: its loops are Python, 
 
 
 @_kernel
-def _take_kernel(x, idx, out):
+def _take_runs_kernel(x, step, run, out):
+    """``out[i] = x[(i // run) * step + i % run]``: runs of ``run`` points ``step`` apart."""
     i = cuda.grid(1)
-    if i < idx.shape[0]:
-        out[i] = x[idx[i]]
+    if i < out.shape[0]:
+        out[i] = x[(i // run) * step + i % run]
 
 
-class _Sampled:
-    """What :func:`rad._backends.radix_select.sample_bracket` reads of a device array.
+def _sample_runs(arr: Any, count: int, step: int, run: int, tag: str) -> np.ndarray:
+    """``count`` values of the device array ``arr``, on the host.
 
-    Its shape, dtype, and the values at a few indices (gathered on the device, ~2^16).
+    Runs of ``run`` consecutive points, ``step`` apart, gathered on the device into a
+    reused buffer and copied back once.
     """
-
-    def __init__(self, arr: Any) -> None:
-        self.arr, self.shape, self.dtype = arr, arr.shape, np.dtype(arr.dtype)
-
-    def __getitem__(self, idx: Any) -> np.ndarray:
-        idx = np.ascontiguousarray(idx, dtype=np.int64)
-        out = cuda.device_array(idx.shape[0], dtype=self.dtype)
-        if idx.shape[0]:
-            _take_kernel[_grid(idx.shape[0]), _TPB](self.arr, cuda.to_device(idx), out)
-        return out.copy_to_host()
+    out = _scratch(tag, count, arr.dtype)
+    if count:
+        _take_runs_kernel[_grid(count), _TPB](arr, np.int64(step), np.int64(run), out)
+    return out.copy_to_host()
 
 
 @cuda.jit(device=True)
@@ -893,8 +934,8 @@ def _bracketed32(gains, w, m, threads, ulo, uhi):
     ulo, uhi, inf_bits = _clamp_bracket(ulo, uhi, 32)
     sh = _radix.bracket_shift(ulo, uhi, _FINE32)
     inv1w = 1.0 / (1.0 + w)
-    out = _Packed([(_FINE32, np.int64, 0), (_FINE32, np.float64, 0), (_FINE32, np.uint64, 0xFF), (1, np.float64, 0),
-                   (3, np.uint64, 0), (1, np.uint64, 0xFF), (1, np.uint64, 0)])
+    out = _Packed.get("bracket32", [(_FINE32, np.int64, 0), (_FINE32, np.float64, 0), (_FINE32, np.uint64, 0xFF),
+                                    (1, np.float64, 0), (3, np.uint64, 0), (1, np.uint64, 0xFF), (1, np.uint64, 0)])
     cnt, hh_d, mnbits, scal, icnt = out.dev[0], out.dev[1], out.dev[2], out.dev[3], out.buf[3 * _FINE32 + 1:]
     _bracket32_kernel[_resident_grid(n), _TPB](raw, n, float(w), inv1w, np.uint32(ulo), np.uint32(uhi),
                                                np.uint32(sh), cnt, hh_d, mnbits, scal, icnt)
@@ -911,8 +952,8 @@ def _bracketed32(gains, w, m, threads, ulo, uhi):
         # the order among equal gains changes no sum (no index order needed), and a is
         # formed on the host as the device forms it (w g rounded, then g + w g).
         size = max(1, int(c[b]))
-        pos = _full(1, 0, np.int64)
-        out = cuda.device_array(size, np.uint32)
+        pos = _full(1, 0, np.int64, tag="gather_pos")
+        out = _scratch("gather_bits", size, np.uint32)
         _bracket32_gather_kernel[_stride_grid(n), _TPB](raw, n, np.uint32(ulo), np.uint32(uhi), np.uint32(sh),
                                                         np.uint32(b), pos, out)
         got = min(int(pos.copy_to_host()[0]), size)
@@ -983,15 +1024,13 @@ def _sample_bracket(gains, losses, w, m):
     ``m`` scaled by ``sample / n`` (the same test as scaling its sums by ``n / sample``).
     """
     n = gains.shape[0]
-    if n <= _SAMPLE:
-        idx = np.arange(n)
-    else:
-        runs = _SAMPLE // _radix.SAMPLE_RUN
-        starts = (n - _radix.SAMPLE_RUN) // (runs - 1) * np.arange(runs)
-        idx = (starts[:, None] + np.arange(_radix.SAMPLE_RUN)[None, :]).ravel()
-    ys = _Sampled(gains)[idx]
-    ls = None if losses is None else _Sampled(losses)[idx]
-    return _radix.sample_bracket(ys, ls, w, m * idx.shape[0] / n, sample=idx.shape[0])
+    if n <= _SAMPLE:  # the whole pool: one run
+        count, step, run = n, 0, max(n, 1)
+    else:  # the strided sample of radix_select.sample_bracket: runs of SAMPLE_RUN, evenly spaced
+        count, step, run = _SAMPLE, (n - _radix.SAMPLE_RUN) // (_SAMPLE // _radix.SAMPLE_RUN - 1), _radix.SAMPLE_RUN
+    ys = _sample_runs(gains, count, step, run, "sample_gains")
+    ls = None if losses is None else _sample_runs(losses, count, step, run, "sample_losses")
+    return _radix.sample_bracket(ys, ls, w, m * count / n, sample=count)
 
 
 def threshold_support(gains, losses, w, m, b, threads):
@@ -1197,7 +1236,8 @@ def support_block_sums(gains, losses, w, tau, threads):
     n = gains.shape[0]
     nblk = -(-n // BLOCK)
     lv, has = _losses_arg(losses)
-    out = _Packed([(nblk, np.float64, 0), (nblk, np.float64, 0), (nblk, np.int64, 0), (nblk, np.float64, 0)])
+    out = _Packed.get("support", [(nblk, np.float64, 0), (nblk, np.float64, 0), (nblk, np.int64, 0),
+                                  (nblk, np.float64, 0)])
     tot_h, tot_g, counts, mins = out.dev
     if nblk <= _TILE_MAX_BLOCKS:
         _support_kernel[-(-nblk // _SUB), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
@@ -1634,7 +1674,7 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     else:
         bits = _scratch("bits", words, np.uint32)
         _memset(bits, 0)
-    out = _Packed([(nblk, np.int64, 0), (nblk, np.int64, 0), (nblk, np.float64, 0)])
+    out = _Packed.get("round", [(nblk, np.int64, 0), (nblk, np.int64, 0), (nblk, np.float64, 0)])
     taken_count, left_idx, left_mass = out.dev
     tot1 = _scratch("tot1", -(-n // _L1), np.int64)
     tot2 = _scratch("tot2", -(-n // _L2), np.int64)
@@ -1717,9 +1757,10 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
         raise RuntimeError(f"internal error: DepRound produced {int(per_block.sum())} indices for a budget of {b}")
     offsets = np.zeros(nblk, np.int64)
     np.cumsum(per_block[:-1], out=offsets[1:])
-    out = cuda.device_array(b, np.int64)
-    errors = _full(1, 0, np.int64)
-    _compact_kernel[nblk, _COMPACT_TPB](bits, cuda.to_device(offsets), cuda.to_device(per_block), out, errors)
+    out = cuda.device_array(b, np.int64)  # the result: never a reused buffer
+    errors = _full(1, 0, np.int64, tag="compact_errors")
+    _compact_kernel[nblk, _COMPACT_TPB](bits, _upload("compact_offsets", offsets),
+                                        _upload("compact_expect", per_block), out, errors)
     if int(errors.copy_to_host()[0]):
         raise RuntimeError("internal error: DepRound's bitmap disagrees with its per-block counts")
     return out

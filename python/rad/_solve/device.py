@@ -100,8 +100,10 @@ def is_device_array(x: object) -> bool:
 
 
 def _cuda_module() -> Any:
+    from rad._backends import import_numba_cuda
+
     try:
-        from numba import cuda
+        cuda = import_numba_cuda()
     except ImportError as exc:
         raise ImportError(f"device arrays need numba-cuda ({exc}); {_INSTALL}") from exc
     return cuda
