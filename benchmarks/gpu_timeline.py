@@ -134,7 +134,7 @@ def main() -> int:
         result["sizes"].append(row)
         print(f"n={s}: select {row['select_ms_median']:.2f} ms unprofiled; profiled call "
               f"{row.get('call_us', 0) / 1e3:.2f} ms, GPU busy {row.get('gpu_busy_us', 0) / 1e3:.2f} ms "
-              f"in {row.get('gaps', 0)} gaps' company")
+              f"({row.get('gaps', 0)} idle gaps)")
         for name, us in list(row.get("idle_by_innermost_rad_function_us", {}).items())[:12]:
             print(f"   idle {us / 1e3:7.3f} ms in {name[-90:]}")
         del g
