@@ -476,13 +476,8 @@ class _Packed:
         for length, dtype, _ in parts:
             self.bounds.append((at, at + length, np.dtype(dtype)))
             at += length
-        words = max(at, 1)
-        fills = {fill for length, _, fill in parts if length}
-        if len(fills) <= 1 and not SIMULATOR:
-            self.buf = cuda.device_array(words, np.uint64)
-            _memset(self.buf, fills.pop() if fills else 0)
-        else:
-            self.buf = cuda.to_device(self._host_fill(parts, words))
+        self.buf = cuda.device_array(max(at, 1), np.uint64)
+        self.refill(parts)
         self.dev = [self.buf[lo:hi].view(dt) for lo, hi, dt in self.bounds]
 
     @classmethod
@@ -503,18 +498,15 @@ class _Packed:
         return held[1]
 
     def refill(self, parts: list[tuple[int, Any, int]]) -> None:
-        """The fill bytes of ``parts`` written again (as at construction)."""
+        """Each part's fill byte written into the buffer (at construction and at each reuse)."""
         fills = {fill for length, _, fill in parts if length}
         if len(fills) <= 1 and not SIMULATOR:
             _memset(self.buf, fills.pop() if fills else 0)
-        else:
-            self.buf.copy_to_device(self._host_fill(parts, self.buf.shape[0]))
-
-    def _host_fill(self, parts: list[tuple[int, Any, int]], words: int) -> np.ndarray:
-        host = np.zeros(words, np.uint64)
+            return
+        host = np.zeros(self.buf.shape[0], np.uint64)
         for (lo, hi, _), (_, _, fill) in zip(self.bounds, parts):
             host[lo:hi].view(np.uint8)[:] = fill
-        return host
+        self.buf.copy_to_device(host)
 
     def fetch(self) -> list[np.ndarray]:
         host = self.buf.copy_to_host()
