@@ -4,8 +4,9 @@ For every pool size and thread count: one parallel sum over the same array at th
 thread count (the bandwidth probe: C++ ``_core.stream_sum`` and a Numba ``prange`` sum),
 ``rad.select`` on the C++ and Numba backends, and their ratios to the probe; the
 single-threaded ``np.sum`` once per size. At the largest thread count also the C++ stages
-(sort-free search, support sums, DepRound) and the peak memory above the input.
-Medians; every ratio comes from numbers measured in the same run.
+(sort-free search, support sums, DepRound) and the peak memory above the input; with
+``--capped N`` the capped path (``m = 0.001 N``, ``b = N / 10``) against the uncapped
+select on the same pool, per backend. Medians; every ratio comes from numbers measured in the same run.
 
     python benchmarks/thread_scaling.py --sizes 1e8,1e9 --threads 1,2,4,8,16 --out FILE.json
 
