@@ -209,6 +209,101 @@ def select_spans_blocks() -> None:
 
 
 @check
+def sketched_depround_matches_numpy() -> None:
+    """DepRound from the support pass's sketch (docs/design.md §3): the sketch both support
+    layouts record, against float64 prefix sums of the same terms; then the indices of
+    the plain rounding, with blocks decided from the sketch, and with a merge the bounds
+    leave undecided."""
+    from numba import cuda
+
+    import rad
+    from rad._backends import cuda_backend as C
+    from rad._backends import numpy_backend as R
+    from rad._backends.canonical import BLOCK
+    from rad._backends.params import Params
+
+    n = 2 * BLOCK + 300
+    g = np.random.default_rng(13).random(n).astype(np.float32)
+    d = cuda.to_device(g)
+    m = 0.3 * n
+    w = 1.0 - m / n
+    tau = 0.62  # any threshold serves: the sketch and the params are both taken at it
+    whole = np.float64(g[: 2 * BLOCK])
+    terms = np.where(whole >= tau, 1.0 / (whole * (1.0 + w)), 0.0).reshape(2, BLOCK)
+    part_ends = np.cumsum(terms, axis=1)[:, BLOCK // 128 - 1 :: BLOCK // 128].ravel()
+    tile_max = C._TILE_MAX_BLOCKS
+    try:
+        for tile in (tile_max, 0):  # the tile layout, then a thread per lane
+            C._TILE_MAX_BLOCKS = tile
+            sums, sketch = C.support_sums_sketched(d, None, w, tau, 1)
+            assert sums == R.support_sums(g, None, w, tau, 1), tile  # the canonical sums as without the sketch
+            got = sketch.prefixes.copy_to_host()
+            assert got.shape == (3 * 128,) and (got[256:] == -1.0).all(), tile  # the short block: unusable
+            # any order of the same terms: within the 2^-36 the bounds allow for
+            assert np.allclose(got[:256], part_ends, rtol=2.0**-36, atol=0.0), tile
+    finally:
+        C._TILE_MAX_BLOCKS = tile_max
+    h = sums[0]
+    rounded: list[int] = []
+    merges: list[bool] = []
+    plain_round, plain_merge = C._round_blocks, C._merge_spans
+
+    def counting_round(*args: Any, todo: Any = None, **kw: Any) -> Any:
+        rounded.append(-1 if todo is None else int(todo.sum()))
+        return plain_round(*args, todo=todo, **kw)
+
+    def merge_undecided_once(ids: Any, lo: Any, hi: Any, key: int, wanted: int) -> Any:
+        merges.append(bool((lo == hi).all()))  # exact masses only?
+        return (False, [], -1, 0) if len(merges) == 1 else plain_merge(ids, lo, hi, key, wanted)
+
+    C._round_blocks = counting_round
+    try:
+        for b in (1, 2):
+            params = Params("gain", b / h, gain_cut=tau, gain_frac=1.0)
+            for key in (0, 1):
+                rounded.clear()
+                idx = C.depround_sketched(d, None, w, params, b, key, sketch, 1).copy_to_host()
+                assert np.array_equal(idx, R.depround_params(g, None, w, params, b, key)), (b, key)
+                assert rounded == [1], rounded  # the short block alone: the sketch decided both whole ones
+        # the merge on bounds without the C++ core: its Numba twin, the same indices
+        plain_core = C._host_core
+        C._host_core = lambda: None
+        try:
+            params = Params("gain", 2 / h, gain_cut=tau, gain_frac=1.0)
+            idx = C.depround_sketched(d, None, w, params, 2, 4, sketch, 1).copy_to_host()
+            assert np.array_equal(idx, R.depround_params(g, None, w, params, 2, 4))
+        finally:
+            C._host_core = plain_core
+        # a merge the bounds leave undecided (forced, stuck at block 0): the decided block 0
+        # is rounded exactly after all, and the indices do not change
+        C._merge_spans = merge_undecided_once
+        rounded.clear()
+        params = Params("gain", 1 / h, gain_cut=tau, gain_frac=1.0)
+        idx = C.depround_sketched(d, None, w, params, 1, 3, sketch, 1).copy_to_host()
+        assert np.array_equal(idx, R.depround_params(g, None, w, params, 1, 3))
+        assert rounded == [1, 1] and merges == [False, False], (rounded, merges)
+        # given losses and float64 gains: the sketch of 1/(g + l)
+        g64 = np.float64(g)
+        losses = np.random.default_rng(14).random(n) * 0.5
+        dg, dl = cuda.to_device(g64), cuda.to_device(losses)
+        (h_l, _, _, _), sketch_l = C.support_sums_sketched(dg, dl, 0.0, tau, 1)
+        assert h_l == R.support_sums(g64, losses, 0.0, tau, 1)[0]
+        params = Params("gain", 1 / h_l, gain_cut=tau, gain_frac=1.0)
+        rounded.clear()
+        idx = C.depround_sketched(dg, dl, 0.0, params, 1, 6, sketch_l, 1).copy_to_host()
+        assert np.array_equal(idx, R.depround_params(g64, losses, 0.0, params, 1, 6))
+        assert rounded == [1], rounded
+        # and through rad.select: the device select rounds from its own support pass's sketch
+        C._merge_spans = plain_merge
+        rounded.clear()
+        idx = rad.select(d, m, 1, rng=5, as_numpy=True)
+        assert np.array_equal(idx, rad.select(g, m, 1, rng=5, backend="numpy"))
+        assert rounded == [1], rounded
+    finally:
+        C._round_blocks, C._merge_spans = plain_round, plain_merge
+
+
+@check
 def host_fallbacks_match_numpy() -> None:
     from numba import cuda
 
@@ -429,8 +524,27 @@ def reused_buffers_never_leak_between_calls() -> None:
     C.release_scratch()
 
 
-def _child() -> None:
-    """Run every check on the simulator and print one JSON line of verdicts."""
+#: Seconds each check takes on the simulator (the 2-core VM), to split them between the
+#: two children the parent runs at once; a check not listed counts as 5.
+SECONDS = {"kernels_match_numpy": 18, "brackets_that_miss_fall_back": 10, "select_and_solve_match_numpy": 22,
+           "select_spans_blocks": 13, "sketched_depround_matches_numpy": 40, "depround_marginals": 21,
+           "depround_q_matches_numpy": 9, "depround_fixed_point_tiny_q": 13}
+
+
+def _share(part: int, parts: int) -> list[str]:
+    """The checks of child ``part`` of ``parts``: the longest first, each to the least loaded child."""
+    load = [0.0] * parts
+    mine = []
+    for name in sorted(CHECKS, key=lambda c: -SECONDS.get(c, 5)):
+        k = load.index(min(load))
+        load[k] += SECONDS.get(name, 5)
+        if k == part:
+            mine.append(name)
+    return mine
+
+
+def _child(part: int = 0, parts: int = 1) -> None:
+    """Run the checks (child ``part``'s share of ``parts``) on the simulator; print one JSON line of verdicts."""
     warnings.filterwarnings("ignore", message="overflow encountered", category=RuntimeWarning)
     np.seterr(over="ignore")
     try:
@@ -444,9 +558,9 @@ def _child() -> None:
         print(json.dumps({"__skip__": "numba.cuda.is_available() is False under the simulator"}))
         return
     out: dict[str, str] = {}
-    for name, fn in CHECKS.items():
+    for name in _share(part, parts):
         try:
-            fn()
+            CHECKS[name]()
             out[name] = "ok"
         except Exception as exc:  # reported by the parent test of that name
             import traceback
@@ -464,16 +578,20 @@ def verdicts() -> dict[str, str]:
         p for p in (os.path.join(ROOT, "python"), HERE, os.environ.get("PYTHONPATH", "")) if p
     ))
     env.pop("RAD_BACKEND", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", "import test_cuda_sim; test_cuda_sim._child()"],
-        capture_output=True, text=True, env=env, cwd=HERE, timeout=600,
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        raise AssertionError(f"the simulator child failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
-    result: dict[str, str] = json.loads(lines[-1])
-    if "__skip__" in result:
-        pytest.skip(f"numba's CUDA simulator is unavailable: {result['__skip__']}")
+    parts = 2  # two children at once: the simulator runs on one core each
+    procs = [subprocess.Popen([sys.executable, "-c", f"import test_cuda_sim; test_cuda_sim._child({k}, {parts})"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=HERE)
+             for k in range(parts)]
+    result: dict[str, str] = {}
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=600)
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise AssertionError(f"the simulator child failed (rc {proc.returncode}):\n{stderr[-4000:]}")
+        got = json.loads(lines[-1])
+        if "__skip__" in got:
+            pytest.skip(f"numba's CUDA simulator is unavailable: {got['__skip__']}")
+        result.update(got)
     return result
 
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from rad._backends.canonical import BLOCK
 from rad._backends.params import Params
 
 __all__ = [
@@ -53,6 +54,12 @@ class RoundSketch:
 
     tau: float
     prefixes: NDArray[np.float64]
+
+    def serves(self, n: int, params: Params) -> bool:
+        """Whether this sketch serves DepRound of ``params`` on ``n`` points: the uncapped path's, at its ``tau``."""
+        return bool(params.fill == "gain" and params.gain_frac == 1.0 and params.gain_cut == self.tau
+                    and self.tau > 0 and params.nu > 0
+                    and tuple(self.prefixes.shape) == (-(-n // BLOCK) * SKETCH_PARTS,))
 
 
 class CappedArrays(Protocol):

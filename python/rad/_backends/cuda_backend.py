@@ -61,7 +61,7 @@ from numba import config as _nb_config
 from rad._backends import import_numba_cuda
 from rad._backends import radix_select as _radix
 from rad._backends.canonical import BLOCK, LANES, MERGE_GROUP, ONE, merge_leftovers
-from rad._backends.contract import search_then_sums
+from rad._backends.contract import SKETCH_PARTS, RoundSketch, search_then_sums
 from rad._backends.params import Params
 from rad._backends.rng import GOLDEN, MERGE_STREAM, MIX1, MIX2
 
@@ -1056,6 +1056,18 @@ def _lane_tree(x, j):
     return ((x[j] + x[j + 1]) + (x[j + 2] + x[j + 3])) + ((x[j + 4] + x[j + 5]) + (x[j + 6] + x[j + 7]))
 
 
+#: The DepRound sketch's parts per block (contract.SKETCH_PARTS) and their points.
+_SKETCH_PARTS = SKETCH_PARTS
+_SKETCH_SPAN = BLOCK // SKETCH_PARTS
+
+
+@cuda.jit(device=True)
+def _sketch_short_row(sketch, blk):
+    """A short block's sketch row: ``-1`` throughout (unusable: it is rounded exactly)."""
+    for k in range(_SKETCH_PARTS):
+        sketch[blk * _SKETCH_PARTS + k] = -1.0
+
+
 #: The support sums' layout: a CUDA block serves _SUB canonical blocks with _TPC threads
 #: each; a tile is _SPREF coalesced loads per thread.
 _SUB = 2 if SIMULATOR else 4
@@ -1066,10 +1078,11 @@ _SUB_ITEMS = _SUB * _STILE  # items of a tile, all canonical blocks
 _SUB_LANES = _SUB * LANES  # lane threads of a CUDA block
 _LANE_BATCH = 8  # terms a lane thread reads from shared memory before adding them
 assert BLOCK % _STILE == 0 and _STILE % (LANES * _LANE_BATCH) == 0 and _SUB_LANES <= _TPB
+assert _STILE == _SKETCH_SPAN  # a tile is one sketch part
 
 
 @_kernel
-def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, mins):
+def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, mins, sketch, sketching):
     """Canonical block sums: lane-sequential sums, lanes combined in the canonical tree.
 
     The terms ``1 / a`` and ``g / a`` of a tile (``_STILE`` items of each of the block's
@@ -1078,6 +1091,8 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
     (lane ``l`` items ``l, l + 8, ...``; a point outside the support adds ``0.0``, which
     leaves a sum of non-negative terms unchanged). The terms' divisions run on every
     thread, the dependent additions on 8 lanes per canonical block, as the order demands.
+    With ``sketching`` it records the DepRound sketch (:func:`_sketch_row_end`): a tile is
+    one sketch part, and the lane sums after it are its prefix.
     """
     th = cuda.shared.array(_SUB_ITEMS, np.float64)
     tg = cuda.shared.array(_SUB_ITEMS, np.float64)
@@ -1132,7 +1147,12 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
                 for k in range(_LANE_BATCH):
                     ah += bh[k]
                     ag += bg[k]
+            lh[tid] = ah  # (read below only when sketching; the next tile's writes follow a sync)
         cuda.syncthreads()
+        if sketching and tid < _SUB_LANES and lane == 0:
+            sb = cuda.blockIdx.x * _SUB + lsub
+            if sb < nblk and (sb + 1) * _BLOCK <= n:
+                sketch[sb * _SKETCH_PARTS + s] = _lane_tree(lh, lsub * LANES)
         if cuda.blockIdx.x * _SUB * _BLOCK + (s + 1) * _STILE >= n:
             break  # past the last item of every block of this CUDA block
     sc[tid] = c
@@ -1151,6 +1171,8 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
             mm = min(mm, sm[t])
         counts[blk] = cc
         mins[blk] = mm
+        if sketching and hi - lo < _BLOCK:
+            _sketch_short_row(sketch, blk)
 
 
 #: Items each support-sum lane loads ahead of summing them (loads in flight per thread).
@@ -1158,16 +1180,21 @@ _PREFETCH = 2 if SIMULATOR else 8
 
 
 @_kernel
-def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, mins):
+def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, mins, sketch, sketching):
     """Canonical block sums, a thread per (block, lane): the many-block layout.
 
     Each thread loads and sums its lane's items itself; with 8 threads per 65,536 points
-    it fills the GPU only for large pools (see :data:`_TILE_MAX_BLOCKS`).
+    it fills the GPU only for large pools (see :data:`_TILE_MAX_BLOCKS`). Every thread
+    takes the same number of steps (past its block's end it loads nothing), so that with
+    ``sketching`` the block's lanes meet at the end of each sketch part: their running
+    sums go to shared memory (two halves in turn: one barrier a part) and the lane-0
+    thread writes the part's prefix.
     """
     sh = cuda.shared.array(_TPB, np.float64)
     sg = cuda.shared.array(_TPB, np.float64)
     sc = cuda.shared.array(_TPB, np.int64)
     sm = cuda.shared.array(_TPB, np.float64)
+    sp = cuda.shared.array(_TPB2, np.float64)
     t = cuda.grid(1)
     tid = cuda.threadIdx.x
     blk = t // _LANES
@@ -1177,27 +1204,39 @@ def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, coun
     ag = 0.0
     c = 0
     mn = math.inf
-    if blk < nblk:
-        lo = blk * _BLOCK
-        hi = min(n, lo + _BLOCK)
-        buf = cuda.local.array(_PREFETCH, np.float64)
-        for i0 in range(lo + lane, hi, _LANES * _PREFETCH):
-            # the next _PREFETCH items of this lane are loaded before any is summed: the
-            # loads overlap (a lane's sum is a dependent chain; its loads need not be)
-            for k in range(_PREFETCH):
-                i = i0 + k * _LANES
-                buf[k] = np.float64(g[i]) if i < hi else -1.0
-            for k in range(_PREFETCH):
-                i = i0 + k * _LANES
-                if i < hi:
-                    gi = buf[k]
-                    a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
-                    if gi >= tau and a > 0:
-                        r = 1.0 / a
-                        ah += r
-                        ag += _mul(gi, r)
-                        c += 1
-                        mn = min(mn, a)
+    lo = blk * _BLOCK
+    hi = min(n, lo + _BLOCK) if blk < nblk else lo
+    whole = hi - lo == _BLOCK
+    buf = cuda.local.array(_PREFETCH, np.float64)
+    # the steps of this CUDA block's first canonical block (all of them unless it is the
+    # pool's short last one): the same count on every thread of the CUDA block
+    first = cuda.blockIdx.x * (_TPB // _LANES) * _BLOCK
+    nsteps = min(_BLOCK, n - first + _LANES * _PREFETCH - 1) // (_LANES * _PREFETCH)
+    for step in range(nsteps):
+        i0 = lo + lane + step * (_LANES * _PREFETCH)
+        # the next _PREFETCH items of this lane are loaded before any is summed: the
+        # loads overlap (a lane's sum is a dependent chain; its loads need not be)
+        for k in range(_PREFETCH):
+            i = i0 + k * _LANES
+            buf[k] = np.float64(g[i]) if i < hi else -1.0
+        for k in range(_PREFETCH):
+            i = i0 + k * _LANES
+            if i < hi:
+                gi = buf[k]
+                a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+                if gi >= tau and a > 0:
+                    r = 1.0 / a
+                    ah += r
+                    ag += _mul(gi, r)
+                    c += 1
+                    mn = min(mn, a)
+        if sketching and (step + 1) % _LANE_STEPS_PER_PART == 0:
+            part = (step + 1) // _LANE_STEPS_PER_PART - 1
+            half = (part & 1) * _TPB
+            sp[half + tid] = ah
+            cuda.syncthreads()
+            if lane == 0 and whole:
+                sketch[blk * _SKETCH_PARTS + part] = _lane_tree(sp, half + tid)
     sh[tid] = ah
     sg[tid] = ag
     sc[tid] = c
@@ -1213,6 +1252,14 @@ def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, coun
             mm = min(mm, sm[tid + j])
         counts[blk] = cc
         mins[blk] = mm
+        if sketching and not whole:
+            _sketch_short_row(sketch, blk)
+
+
+_TPB2 = 2 * _TPB  # the lane layout's two halves of sketch prefixes (a constant: a shared array size)
+#: Steps of the lane layout in one sketch part (a step: _PREFETCH items of each lane).
+_LANE_STEPS_PER_PART = _SKETCH_SPAN // (_LANES * _PREFETCH)
+assert _SKETCH_SPAN % (_LANES * _PREFETCH) == 0 and _TPB % _LANES == 0
 
 
 #: Pools of at most this many canonical blocks take the tile layout (``_support_kernel``),
@@ -1220,10 +1267,12 @@ def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, coun
 _TILE_MAX_BLOCKS = 4096
 
 
-def support_block_sums(gains, losses, w, tau, threads):
+def support_block_sums(gains, losses, w, tau, threads, sketch=None):
     """Per block (host arrays): canonical sums over ``g >= tau, a > 0``.
 
-    Returns the totals of ``1/a`` and ``g/a``, the counts and the minima of ``a``.
+    Returns the totals of ``1/a`` and ``g/a``, the counts and the minima of ``a``. With a
+    ``sketch`` (a device float64 array of ``SKETCH_PARTS`` per block) the same pass
+    records the DepRound sketch in it (:class:`~rad._backends.contract.RoundSketch`).
     """
     n = gains.shape[0]
     nblk = -(-n // BLOCK)
@@ -1231,21 +1280,37 @@ def support_block_sums(gains, losses, w, tau, threads):
     out = _Packed.get("support", [(nblk, np.float64, 0), (nblk, np.float64, 0), (nblk, np.int64, 0),
                                   (nblk, np.float64, 0)])
     tot_h, tot_g, counts, mins = out.dev
+    sk = _dummy() if sketch is None else sketch
     if nblk <= _TILE_MAX_BLOCKS:
         _support_kernel[-(-nblk // _SUB), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
-                                                counts, mins)
+                                                counts, mins, sk, sketch is not None)
     else:
         _support_lane_kernel[_grid(nblk * LANES), _TPB](gains, lv, has, float(w), float(tau), nblk, tot_h, tot_g,
-                                                        counts, mins)
+                                                        counts, mins, sk, sketch is not None)
     return tuple(out.fetch())
+
+
+def _totals(h: np.ndarray, g: np.ndarray, c: np.ndarray, mn: np.ndarray) -> tuple[float, float, int, float]:
+    """The pool's support sums from the per-block ones (block totals added in block order)."""
+    tot_h = float(np.cumsum(h)[-1]) if h.shape[0] else 0.0
+    tot_g = float(np.cumsum(g)[-1]) if g.shape[0] else 0.0
+    return tot_h, tot_g, int(c.sum()), float(mn.min()) if mn.shape[0] else math.inf
 
 
 def support_sums(gains, losses, w, tau, threads):
     """Over ``g >= tau, a > 0``: ``(sum 1/a, sum g/a, count, min a)`` in canonical order."""
-    h, g, c, mn = support_block_sums(gains, losses, w, tau, threads)
-    tot_h = float(np.cumsum(h)[-1]) if h.shape[0] else 0.0  # block totals added in block order
-    tot_g = float(np.cumsum(g)[-1]) if g.shape[0] else 0.0
-    return tot_h, tot_g, int(c.sum()), float(mn.min()) if mn.shape[0] else math.inf
+    return _totals(*support_block_sums(gains, losses, w, tau, threads))
+
+
+def support_sums_sketched(gains, losses, w, tau, threads):
+    """:func:`support_sums` and the DepRound sketch at ``tau`` recorded in the same pass.
+
+    The sketch is a buffer kept between calls of this thread (:func:`_scratch`): it serves
+    a DepRound of the same call (:func:`depround_sketched`), not a later one.
+    """
+    sketch = _scratch("sketch", -(-gains.shape[0] // BLOCK) * SKETCH_PARTS, np.float64)
+    sums = _totals(*support_block_sums(gains, losses, w, tau, threads, sketch))
+    return sums, RoundSketch(float(tau), sketch)
 
 
 # ----------------------------------------------------------------- probabilities
@@ -1352,18 +1417,19 @@ def _set_bit(bits, i):
 
 @_kernel
 def _chunk_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, n, tot1, tot2, bits,
-                  taken_count):
+                  taken_count, chunks, use_chunks):
     """Phase 1 of DepRound: one CUDA block per ``_L2`` items, its chunk totals of both levels.
 
     Thread ``t`` quantizes items ``t, t + _TPB, ...`` of the block (coalesced reads) into
     shared memory; the int64 totals (certain items excluded) of every ``_L1`` items and of
-    the block follow, and the certain items (``Q == ONE``) are marked taken.
+    the block follow, and the certain items (``Q == ONE``) are marked taken. With
+    ``use_chunks`` CUDA block ``j`` reads the ``_L2`` chunk ``chunks[j]``.
     """
     su = cuda.shared.array(_L2, np.int64)
     s0 = cuda.shared.array(_TPB, np.int64)
     s1 = cuda.shared.array(_L1_PER_L2, np.int64)
     tid = cuda.threadIdx.x
-    base = cuda.blockIdx.x * _L2
+    base = (chunks[cuda.blockIdx.x] if use_chunks else cuda.blockIdx.x) * _L2
     certain = 0
     vb = cuda.local.array(_CHUNK, np.float64)
     for k in range(_CHUNK):  # the loads first (g is q itself when use_q): _CHUNK in flight
@@ -1482,7 +1548,7 @@ def _skip_chunk(tot, size, tag, i, hi, cum, base, t1, first_hit, npos, last_pos)
 
 @_kernel
 def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc, lf, key, stream, own_stream,
-                  max_crossings, nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass):
+                  max_crossings, nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass, blocks, use_blocks):
     """Phase 2 of DepRound, one thread per block: round_sequence of rad._backends.canonical.
 
     The walk runs over the int64 chunk totals of phase 1 (exact prefix sums, so a chunk's
@@ -1491,11 +1557,15 @@ def _round_kernel(g, losses, has_losses, w, q, use_q, fill_loss, nu, gc, gf, lc,
     current run's inverse-CDF target. A run's first uniform is known when the run starts
     (no draw happens inside a run), so its target is tracked while walking; only a second
     draw (the run's mass fell short) searches the run again. With ``max_crossings >= 0``
-    (the merge's last round) no crossing is paired after that many.
+    (the merge's last round) no crossing is paired after that many. With ``use_blocks``
+    thread ``j`` rounds block ``blocks[j]`` (``nblk`` is their count; the outputs of the
+    blocks not listed are left as they are).
     """
     blk = cuda.grid(1)
     if blk >= nblk:
         return
+    if use_blocks:
+        blk = blocks[blk]
     lo = blk * _BLOCK
     hi = min(n, lo + _BLOCK)
     # rad._backends.rng.stream_state(key, block), or of the given stream (the merge)
@@ -1650,18 +1720,22 @@ def _compact_kernel(bits, offsets, expect, out, errors):
 
 
 def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: bool, params: tuple[Any, ...],
-                  key: int, stream: int | None, n: int,
-                  max_crossings: int = -1) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+                  key: int, stream: int | None, n: int, max_crossings: int = -1, todo: np.ndarray | None = None,
+                  bits: Any = None) -> tuple[Any, Any, np.ndarray, np.ndarray]:
     """Both DepRound phases over ``n`` points (block ``j`` on stream ``j``, or all on ``stream``).
 
     With ``max_crossings >= 0`` no crossing is paired after that many (the merge's last
-    round: ``canonical.merge_leftovers``). Returns ``(bitmap, taken per block, leftover
-    index per block, leftover mass per block)``; the bitmap stays on the device.
+    round: ``canonical.merge_leftovers``). With ``todo`` (a host bool per block) only
+    those blocks are read and rounded, into the given bitmap ``bits``. Returns ``(bitmap,
+    taken per block, leftover index per block, leftover mass per block)``; the bitmap
+    stays on the device.
     """
     fill, nu, gc, gf, lc, lf = params
     nblk = -(-n // BLOCK)
     words = -(-n // 32)
-    if SIMULATOR or stream is not None:  # (the leftovers' merge: small, and its bitmap is read afterwards)
+    if bits is not None:
+        pass
+    elif SIMULATOR or stream is not None:  # (the leftovers' merge: small, and its bitmap is read afterwards)
         bits = _full(words, 0, np.uint32)
     else:
         bits = _scratch("bits", words, np.uint32)
@@ -1670,11 +1744,24 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     taken_count, left_idx, left_mass = out.dev
     tot1 = _scratch("tot1", -(-n // _L1), np.int64)
     tot2 = _scratch("tot2", -(-n // _L2), np.int64)
-    _chunk_kernel[-(-n // _L2), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, n, tot1,
-                                      tot2, bits, taken_count)
-    _round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
+    listed = todo is not None and not todo.all()
+    if listed:
+        assert todo is not None
+        blocks = np.flatnonzero(todo).astype(np.int64)
+        per = BLOCK // _L2
+        chunks = (blocks[:, None] * per + np.arange(per)).ravel()
+        chunks = chunks[chunks * _L2 < n]
+        chunk_arg, block_arg = _upload("chunks", chunks), _upload("blocks", blocks)
+        nchunks, nround = len(chunks), len(blocks)
+    else:
+        chunk_arg = block_arg = _scratch("no_list", 1, np.int64)
+        nchunks, nround = -(-n // _L2), nblk
+    _chunk_kernel[max(1, nchunks), _TPB](g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, n,
+                                         tot1, tot2, bits, taken_count, chunk_arg, listed)
+    _round_kernel[_grid(nround, _ROUND_TPB), _ROUND_TPB](
         g_arg, lv, has, float(w), q_arg, use_q, bool(fill), nu, gc, gf, lc, lf, np.uint64(key), np.uint64(stream or 0),
-        stream is None, np.int64(max_crossings), nblk, n, tot1, tot2, bits, taken_count, left_idx, left_mass,
+        stream is None, np.int64(max_crossings), nround, n, tot1, tot2, bits, taken_count, left_idx, left_mass,
+        block_arg, listed,
     )
     per_block, li, lm = out.fetch()
     return bits, per_block, li, lm
@@ -1683,13 +1770,13 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
 _NO_PARAMS = (0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
-def _host_merge() -> Any:
-    """The C++ core's ``merge_leftovers`` (same bits), or None without the compiled core."""
+def _host_core() -> Any:
+    """The compiled C++ core (its merges give the same bits), or None where it is not built."""
     try:
         from rad import _core
     except ImportError:
         return None
-    return _core.merge_leftovers
+    return _core
 
 
 def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, wanted: int,
@@ -1708,9 +1795,9 @@ def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, wanted: int,
     """
     if masses.shape[0] == 0:
         return [], -1
-    host = None if on_device else _host_merge()
-    if host is not None:
-        taken_arr, last_id = host(np.ascontiguousarray(ids, dtype=np.int64),
+    core = None if on_device else _host_core()
+    if core is not None:
+        taken_arr, last_id = core.merge_leftovers(np.ascontiguousarray(ids, dtype=np.int64),
                                   np.ascontiguousarray(masses, dtype=np.float64), int(key), int(wanted))
         return [int(i) for i in taken_arr], int(last_id)
     if masses.shape[0] > MERGE_GROUP:
@@ -1725,7 +1812,193 @@ def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, wanted: int,
     return [int(ids[i]) for i in marked], int(ids[pick]) if pick >= 0 else -1
 
 
-def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
+# --------------------------------------------------- DepRound from the sketch
+#
+# sketch.hpp's round_sketched_block and merge_spans (the Numba twin: numba_sketch): a
+# block of the uncapped path with less than one unit of mass is rounded from bounds on
+# its exact units prefixes, reading only the 512-point parts its pick may lie in; a block
+# they cannot decide is rounded exactly, and so are the blocks a merge on bounds cannot
+# decide. The indices are always those of the plain rounding (docs/design.md §3).
+
+_SKETCH_CAP = 2.0**62
+_SKETCH_BOUNDS = _SKETCH_PARTS + 1  # the prefixes' bounds of a block, U(0) included (a constant: an array size)
+
+
+@cuda.jit(device=True)
+def _sketch_bounds(sketch, blk, nu, widen, rel, ul, uh):
+    """``sketch_bounds`` of sketch.hpp: bounds of block ``blk``'s exact units prefixes.
+
+    False when the row is unusable (a short block's -1s, or a sum too large).
+    """
+    scale = _mul(nu, _SCALE)
+    ul[0] = 0
+    uh[0] = 0
+    for k in range(1, _SKETCH_PARTS + 1):
+        p = sketch[blk * _SKETCH_PARTS + k - 1]
+        if not (p >= 0.0) or not (p <= _SKETCH_CAP):
+            return False
+        if p == 0.0:  # no support point so far
+            ul[k] = 0
+            uh[k] = 0
+            continue
+        x = _mul(scale, p)
+        slack = _mul(_fma_free_add(_mul(0.51, np.float64(k * _SKETCH_SPAN)), 2.0), widen)
+        d = _mul(x, rel)
+        lo = _fma_free_add(_fma_free_add(x, -d), -slack)
+        hi = _fma_free_add(_fma_free_add(x, d), slack)
+        if not (hi < _SKETCH_CAP):
+            return False
+        ul[k] = np.int64(math.floor(lo)) if lo > 0 else np.int64(0)
+        uh[k] = np.int64(math.ceil(hi))
+    for k in range(1, _SKETCH_PARTS + 1):
+        ul[k] = max(ul[k], ul[k - 1])
+    for k in range(_SKETCH_PARTS - 1, -1, -1):
+        uh[k] = min(uh[k], uh[k + 1])
+    return True
+
+
+@_kernel
+def _sketch_round_kernel(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, sketch, widen, rel, key, nblk, n,
+                         decided, pick, mass_lo, mass_hi):
+    """``round_sketched_block`` of sketch.hpp, one thread per block.
+
+    ``decided[blk]`` is set where the bounds decide the block, with its pick and the
+    bounds of its mass (in units); other blocks are left as they are (0s).
+    """
+    blk = cuda.grid(1)
+    if blk >= nblk:
+        return
+    lo = blk * _BLOCK
+    if n - lo < _BLOCK:
+        return
+    ul = cuda.local.array(_SKETCH_BOUNDS, np.int64)
+    uh = cuda.local.array(_SKETCH_BOUNDS, np.int64)
+    if not _sketch_bounds(sketch, blk, nu, widen, rel, ul, uh):
+        return
+    t_lo = ul[_SKETCH_PARTS]
+    t_hi = uh[_SKETCH_PARTS]
+    if not t_hi < _ONE:  # a crossing or a certain item may be there
+        return
+    if t_hi == 0:  # no mass: no draw, no leftover
+        decided[blk] = 1
+        pick[blk] = -1
+        return
+    if t_lo == 0:
+        return
+    state = _splitmix(key ^ _splitmix(np.uint64(blk)))
+    x_lo = np.int64(_mul(_uniform(state, np.uint64(0)), _SCALE))
+    x_hi = x_lo
+    if not t_lo > x_lo:  # the first target misses: a second aims at floor(u2 T)
+        if t_hi > x_lo:
+            return
+        u = _uniform(state, np.uint64(1))
+        x_lo = np.int64(_mul(u, np.float64(t_lo)))
+        x_hi = np.int64(_mul(u, np.float64(t_hi)))
+    k1 = 0
+    while k1 < _SKETCH_PARTS - 1 and not uh[k1 + 1] > x_lo:
+        k1 += 1
+    k2 = _SKETCH_PARTS - 1
+    while k2 > k1 and not ul[k2] <= x_hi:
+        k2 -= 1
+    first = lo + k1 * _SKETCH_SPAN
+    count = (k2 + 1 - k1) * _SKETCH_SPAN
+    # the first positions whose running units exceed the lowest and the highest target
+    # the bounds allow: the pick is decided when they agree
+    xa = x_lo - uh[k1]
+    xb = x_hi - ul[k1]
+    ia = count
+    ib = count
+    run = np.int64(0)
+    vb = cuda.local.array(_CHUNK, np.float64)
+    j0 = 0
+    while j0 < count and ib == count:
+        for k in range(_CHUNK):  # the loads first: _CHUNK in flight
+            vb[k] = np.float64(g[first + j0 + k])
+        for k in range(_CHUNK):
+            i = first + j0 + k
+            run += _units(_prob_of(vb[k], losses, has_losses, w, False, i, fill_loss, nu, gc, gf, lc, lf))
+            if ia == count and run > xa:
+                ia = j0 + k
+            if ib == count and run > xb:
+                ib = j0 + k
+        j0 += _CHUNK
+    if ia != ib or ia >= count:
+        return
+    decided[blk] = 1
+    pick[blk] = first + ia
+    mass_lo[blk] = t_lo
+    mass_hi[blk] = t_hi
+
+
+def _merge_spans(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, key: int,
+                 wanted: int) -> tuple[bool, list[int], int, int]:
+    """sketch.hpp's merge of leftovers with masses within ``[lo, hi]`` units, one per block.
+
+    The C++ core's where built, else the Numba twin. Returns ``(decided, taken ids, last
+    pick, stuck)``: when undecided, exact masses for the blocks up to ``stuck`` decide it.
+    """
+    core: Any = _host_core()
+    if core is not None:
+        ok, taken, last, stuck = core.merge_spans(ids, lo, hi, int(key), int(wanted))
+        return bool(ok), [int(i) for i in taken], int(last), int(stuck)
+    from rad._backends import numba_sketch
+
+    straddle = np.flatnonzero((lo == 0) & (hi > 0))  # a mass that may be 0: as the C++ merge, undecided
+    if straddle.shape[0]:
+        return False, [], -1, int(straddle[0])
+    keep = np.flatnonzero(hi > 0)
+    ok, picks, x = numba_sketch.merge_spans(ids[keep], lo[keep], hi[keep], keep.astype(np.int64), key, wanted)
+    return ok, [int(i) for i in picks], (x if ok else -1), (-1 if ok else x)
+
+
+def _round_sketched(g_arg: Any, lv: Any, has: bool, w: float, params: tuple[Any, ...], key: int, n: int, b: int,
+                    sketch: RoundSketch, slack_bits: int) -> tuple[Any, np.ndarray, list[int], int]:
+    """DepRound's blocks and merge from the sketch: ``(bitmap, taken per block, merge picks, last)``.
+
+    The blocks the sketch decides take nothing and leave their pick; the others are rounded
+    exactly (the chunk pass reads only them); where the merge on bounds is undecided, the
+    decided blocks with mass up to its ``stuck`` block are rounded exactly too, until it
+    is decided.
+    """
+    fill, nu, gc, gf, lc, lf = params
+    nblk = -(-n // BLOCK)
+    res = _Packed.get("sketched", [(nblk, np.int64, 0)] * 4)
+    widen = 2.0**slack_bits
+    _sketch_round_kernel[_grid(nblk, _ROUND_TPB), _ROUND_TPB](
+        g_arg, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, sketch.prefixes, widen, 2.0**-36 * widen,
+        np.uint64(key), nblk, n, *res.dev)
+    dec, pick, mlo, mhi = res.fetch()
+    decided = dec.astype(bool)
+    bits = _full(-(-n // 32), 0, np.uint32) if SIMULATOR else _scratch("bits", -(-n // 32), np.uint32)
+    if not SIMULATOR:
+        _memset(bits, 0)
+    per_block = np.zeros(nblk, np.int64)
+    left_idx = np.full(nblk, -1, np.int64)
+    exact = np.zeros(nblk, np.int64)
+    todo = ~decided
+    blocks = np.arange(nblk)
+    while True:
+        if todo.any():
+            _, taken, li, lm = _round_blocks(g_arg, lv, has, w, _dummy(), False, params, key, None, n, todo=todo,
+                                             bits=bits)
+            if (taken[todo & decided] != 0).any():  # under one unit of mass: nothing to take
+                raise RuntimeError("internal error: a sketched block took an index")
+            per_block[todo] = taken[todo]
+            left_idx[todo] = li[todo]
+            exact[todo] = np.rint(lm[todo] * float(ONE)).astype(np.int64)  # exact: multiples of 2^-46 below 1
+            decided &= ~todo
+        ids = np.where(decided, pick, left_idx)
+        ok, extra, last, stuck = _merge_spans(ids, np.where(decided, mlo, exact), np.where(decided, mhi, exact),
+                                              key, b - int(per_block.sum()))
+        if ok:
+            return bits, per_block, extra, last
+        todo = decided & (mhi > 0) & (blocks <= stuck)
+        if not todo.any():
+            raise RuntimeError("internal error: DepRound's merge undecided on exact masses")
+
+
+def _depround(gains, losses, w, q, params: Params | None, b: int, key: int, sketch: RoundSketch | None = None,
+              slack_bits: int = 0):
     use_q = q is not None
     n = (q if use_q else gains).shape[0]
     nblk = -(-n // BLOCK)
@@ -1735,10 +2008,14 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
     else:
         assert params is not None
         g_arg, q_arg, ptuple = gains, _dummy(), params.as_tuple()
-    bits, per_block, li, lm = _round_blocks(g_arg, lv, has, float(w), q_arg, use_q, ptuple, key, None, n)
-    keep = lm > 0
-    ids, masses = li[keep], np.ascontiguousarray(lm[keep])
-    extra, last = _merge_leftovers(ids, masses, key, b - int(per_block.sum()))
+    if sketch is not None:
+        bits, per_block, extra, last = _round_sketched(g_arg, lv, has, float(w), ptuple, key, n, b, sketch,
+                                                       slack_bits)
+    else:
+        bits, per_block, li, lm = _round_blocks(g_arg, lv, has, float(w), q_arg, use_q, ptuple, key, None, n)
+        keep = lm > 0
+        ids, masses = li[keep], np.ascontiguousarray(lm[keep])
+        extra, last = _merge_leftovers(ids, masses, key, b - int(per_block.sum()))
     if int(per_block.sum()) + len(extra) == b - 1 and last >= 0:
         extra.append(last)
     if extra:
@@ -1758,9 +2035,15 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int):
     return out
 
 
-def depround_sketched(gains, losses, w, params: Params, b, key, sketch, threads):
-    """:func:`depround_params` (this backend has no sketched rounding; the sketch is unused)."""
-    return depround_params(gains, losses, w, params, b, key, threads)
+def depround_sketched(gains, losses, w, params: Params, b, key, sketch, threads, slack_bits=0):
+    """:func:`depround_params`, the same indices, from the sketch where it applies.
+
+    ``sketch`` comes from :func:`support_sums_sketched` (a device array) of the same call;
+    ``slack_bits`` widens its bounds (a test hook: 0 in use).
+    """
+    if sketch is None or not sketch.serves(gains.shape[0], params):
+        return depround_params(gains, losses, w, params, b, key, threads)
+    return _depround(gains, losses, w, None, params, int(b), int(key), sketch, int(slack_bits))
 
 
 def depround_params(gains, losses, w, params: Params, b, key, threads):

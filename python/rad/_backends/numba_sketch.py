@@ -43,10 +43,8 @@ _CAP = 2.0**62
 
 
 def applies(n: int, params: Params, sketch: RoundSketch) -> bool:
-    """Whether ``sketch`` serves these params: the uncapped path's, at its ``tau``."""
-    return (params.fill == "gain" and params.gain_frac == 1.0 and params.gain_cut == sketch.tau
-            and sketch.tau > 0 and params.nu > 0
-            and sketch.prefixes.shape == (-(-n // BLOCK) * SKETCH_PARTS,))
+    """Whether ``sketch`` serves these params (:meth:`RoundSketch.serves`)."""
+    return sketch.serves(n, params)
 
 
 @_jit

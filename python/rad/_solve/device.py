@@ -267,19 +267,22 @@ def _host_game(game: Any, why: str) -> Any:
     return replace(game, gains=gains, losses=losses, backend=cpu, threads=resolve_threads(None, game.n))
 
 
-def _solution(game: Any, value: float, k_star: int, threshold: float, capped: bool, params: Params) -> Any:
+def _solution(game: Any, value: float, k_star: int, threshold: float, capped: bool, params: Params,
+              sketch: Any = None) -> Any:
     from rad._solve.solution import Solution
 
     return Solution(
         value=value, k_star=k_star, threshold=threshold, w=game.w, m=game.m, b=game.b, n=game.n,
-        capped=capped, params=params, gains=None, losses=None,
+        capped=capped, params=params, gains=None, losses=None, round_sketch=sketch,
     )
 
 
-def _solve_on_device(game: Any) -> Any | None:
+def _solve_on_device(game: Any, with_sketch: bool = False) -> Any | None:
     """The uncapped Theorem 1 solution on the device, or None when a host path must decide.
 
-    The same decisions, in the same order, as ``rad._solve.batch._solve_game``.
+    The same decisions, in the same order, as ``rad._solve.batch._solve_game``. With
+    ``with_sketch`` (a select) the support pass also records the DepRound sketch, which
+    the solution carries for a DepRound in the same call (its buffer is reused later).
     """
     kern, gains, losses, m, b, w_k = game.backend, game.gains, game.losses, game.m, game.b, game.kernel_w
     if b == 0:
@@ -291,7 +294,11 @@ def _solve_on_device(game: Any) -> Any | None:
         check_device_values(gains, "gains", lambda x: kern.first_invalid(x, game.threads))
     if status != 0 or not g_total >= m or not tau > 0:
         return None
-    h, g, count, min_a = kern.support_sums(gains, losses, w_k, tau, game.threads)
+    sketch = None
+    if with_sketch:
+        (h, g, count, min_a), sketch = kern.support_sums_sketched(gains, losses, w_k, tau, game.threads)
+    else:
+        h, g, count, min_a = kern.support_sums(gains, losses, w_k, tau, game.threads)
     if not (math.isfinite(h) and math.isfinite(g)):
         return None
     nu = b / h
@@ -302,7 +309,8 @@ def _solve_on_device(game: Any) -> Any | None:
     from rad._solve.batch import _theorem1_value  # the CPU path's value, formed the same way
 
     value = b * _theorem1_value(None, losses, w_k, m, float(tau), g, h, count)
-    return _solution(game, value, count, float(tau), False, Params("gain", nu, gain_cut=float(tau), gain_frac=1.0))
+    return _solution(game, value, count, float(tau), False, Params("gain", nu, gain_cut=float(tau), gain_frac=1.0),
+                     sketch)
 
 
 def _magnitudes_fit(game: Any) -> bool:
@@ -334,11 +342,14 @@ def _why(game: Any) -> str:
 
 
 @_quiet_launches
-def solve_device(game: Game) -> tuple[Solution, Game]:
-    """Solve a device game: ``(solution, game it was solved on)`` (a host game on fallback)."""
+def solve_device(game: Game, with_sketch: bool = False) -> tuple[Solution, Game]:
+    """Solve a device game: ``(solution, game it was solved on)`` (a host game on fallback).
+
+    ``with_sketch`` as :func:`_solve_on_device`'s (for :func:`select_device`).
+    """
     from rad._solve.batch import solve_game
 
-    sol = _solve_on_device(game)
+    sol = _solve_on_device(game, with_sketch)
     if sol is not None:
         return sol, game
     host = _host_game(game, _why(game)).with_values_checked()
@@ -355,8 +366,12 @@ def select_device(game: Any, key: int, *, as_numpy: bool = False, template: obje
 
     with warnings.catch_warnings():  # as rad.select on the host: the value is not returned
         warnings.simplefilter("ignore", ValueOverflowWarning)
-        sol, solved = solve_device(game)
-    if solved is game or sol.scale_exponent == 0:
+        sol, solved = solve_device(game, with_sketch=True)
+    idx: Any
+    if solved is game:  # solved on the device: round there, from the support pass's sketch (same bits)
+        idx = game.backend.depround_sketched(game.gains, game.losses, game.kernel_w, sol.params, game.b, key,
+                                             sol.round_sketch, game.threads)
+    elif sol.scale_exponent == 0:
         # params hold for the caller's arrays: round on the device (same bits as the host)
         idx = game.backend.depround_params(game.gains, game.losses, game.kernel_w, sol.params, game.b, key,
                                            game.threads)
