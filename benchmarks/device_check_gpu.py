@@ -229,9 +229,18 @@ def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
                 kern._TILE_MAX_BLOCKS = keep
         sol = rad.solve(gains, m, b)
         key = 12345
-        phases["depround_s"], _, _ = _timed(
+        phases["depround_s"], _, plain_idx = _timed(
             lambda: kern.depround_params(d, None, w, sol.params, b, key, 1), args.repeats, sync
         )
+        if hasattr(kern, "support_sums_sketched"):  # the support pass recording the sketch, DepRound from it
+            phases["support_sums_sketched_s"], _, (sk_sums, sketch) = _timed(
+                lambda: kern.support_sums_sketched(d, None, w, sol.threshold, 1), args.repeats, sync)
+            phases["support_sums_sketched_same"] = float(
+                sk_sums == kern.support_sums(d, None, w, sol.threshold, 1))
+            phases["depround_sketched_s"], _, sk_idx = _timed(
+                lambda: kern.depround_sketched(d, None, w, sol.params, b, key, sketch, 1), args.repeats, sync)
+            phases["depround_sketched_same"] = float(
+                np.array_equal(sk_idx.copy_to_host(), plain_idx.copy_to_host()))
         # inside the search and DepRound (private pieces: where the next optimisation goes)
         phases["search_sample_bracket_s"], _, (ulo, uhi) = _timed(
             lambda: kern._sample_bracket(d, None, w, m), args.repeats, sync
