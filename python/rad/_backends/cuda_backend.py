@@ -565,21 +565,33 @@ def bit_histogram(gains, losses, w, shift, pshift, prefix, threads):
     return c, hh.copy_to_host(), gg.copy_to_host(), mn, bool(bad.copy_to_host()[0])
 
 
+def _gather_in_index_order(launch: Any, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(g, a)`` a gather kernel collects, in index order (as the CPU backends gather).
+
+    ``launch(pos, idx, vals, avals)`` runs the kernel into kept buffers of ``count`` items.
+    """
+    size = max(1, int(count))
+    pos = _full(1, 0, np.int64, tag="gather_pos")
+    idx = _scratch("gather_idx", size, np.int64)
+    vals = _scratch("gather_vals", size, np.float64)
+    avals = _scratch("gather_avals", size, np.float64)
+    launch(pos, idx, vals, avals)
+    got = min(int(pos.copy_to_host()[0]), size)
+    order = np.argsort(idx.copy_to_host()[:got], kind="stable")
+    return vals.copy_to_host()[:got][order], avals.copy_to_host()[:got][order]
+
+
 def bit_gather(gains, losses, w, shift, key, count, threads):
     """The ``(g, a)`` of one bin's points, in index order (as the CPU backends gather them)."""
     n = gains.shape[0]
     _, raw, sign = _bit_view(gains)
     lv, has = _losses_arg(losses)
-    pos = cuda.to_device(np.zeros(1, np.int64))
-    size = max(1, int(count))
-    idx = cuda.device_array(size, np.int64)
-    vals = cuda.device_array(size, np.float64)
-    avals = cuda.device_array(size, np.float64)
-    _gather_kernel[_stride_grid(n), _TPB](gains, raw, sign, lv, has, float(w), np.uint64(shift), np.uint64(key),
-                                   pos, idx, vals, avals)
-    got = min(int(pos.copy_to_host()[0]), size)
-    order = np.argsort(idx.copy_to_host()[:got], kind="stable")
-    return vals.copy_to_host()[:got][order], avals.copy_to_host()[:got][order]
+
+    def launch(pos: Any, idx: Any, vals: Any, avals: Any) -> None:
+        _gather_kernel[_stride_grid(n), _TPB](gains, raw, sign, lv, has, float(w), np.uint64(shift), np.uint64(key),
+                                              pos, idx, vals, avals)
+
+    return _gather_in_index_order(launch, count)
 
 
 # ----------------------------------------------------- bracketed single-pass search
@@ -968,35 +980,30 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
     ulo, uhi, inf_bits = _clamp_bracket(ulo, uhi, nbits)
     lv, has = _losses_arg(losses)
     sh = _radix.bracket_shift(ulo, uhi)
-    cnt = _full(_FINE, 0, np.int64)
-    hh = _full(_FINE, 0.0, np.float64)
-    gg = _full(_FINE, 0.0, np.float64)
-    mnbits = _full(_FINE, _UMAX, np.uint64)
-    scal = _full(3, 0.0, np.float64)
-    icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max], dtype=np.uint64))
+    # one kept buffer, one copy back: the bins' counts, sums and minima, then the three
+    # float sums and the four counters (the last one a minimum: all ones to start)
+    out = _Packed.get("bracket", [(_FINE, np.int64, 0), (_FINE, np.float64, 0), (_FINE, np.float64, 0),
+                                  (_FINE, np.uint64, 0xFF), (3, np.float64, 0), (3, np.uint64, 0),
+                                  (1, np.uint64, 0xFF)])
+    cnt, hh_d, gg_d, mnbits, scal = out.dev[:5]
+    icnt = out.buf[4 * _FINE + 3:]
     _bracket_kernel[_resident_grid(n), _TPB](
         gains, raw, sign, np.uint64(inf_bits), lv, has, float(w), _radix.edge_value(ulo, nbits),
-        _radix.edge_value(uhi, nbits), np.uint64(ulo), np.uint64(sh), cnt, hh, gg, mnbits, scal, icnt,
+        _radix.edge_value(uhi, nbits), np.uint64(ulo), np.uint64(sh), cnt, hh_d, gg_d, mnbits, scal, icnt,
     )
-    c = cnt.copy_to_host()
-    g_total, h_above, g_above = (float(v) for v in scal.copy_to_host())
-    n_above, n_below, bad, minb = (int(v) for v in icnt.copy_to_host())
-    mn, last_min = _bin_minima(c, mnbits.copy_to_host(), minb, inf_bits, nbits)
-    res = (bool(bad), g_total, h_above, g_above, n_above, last_min, n_below, c, hh.copy_to_host(),
-           gg.copy_to_host(), mn)
+    c, hh, gg, mnb, sc, i3, imin = out.fetch()
+    g_total, h_above, g_above = (float(v) for v in sc)
+    n_above, n_below, bad = (int(v) for v in i3)
+    mn, last_min = _bin_minima(c, mnb, int(imin[0]), inf_bits, nbits)
+    res = (bool(bad), g_total, h_above, g_above, n_above, last_min, n_below, c, hh, gg, mn)
 
     def gather(b: int) -> tuple[np.ndarray, np.ndarray]:
-        size = max(1, int(c[b]))
-        pos = _full(1, 0, np.int64)
-        idx = cuda.device_array(size, np.int64)
-        vals = cuda.device_array(size, np.float64)
-        avals = cuda.device_array(size, np.float64)
-        _bracket_gather_kernel[_stride_grid(n), _TPB](gains, raw, sign, lv, has, float(w), np.uint64(ulo),
-                                                      np.uint64(uhi), np.uint64(sh), np.uint64(b), pos, idx, vals,
-                                                      avals)
-        got = min(int(pos.copy_to_host()[0]), size)
-        order = np.argsort(idx.copy_to_host()[:got], kind="stable")
-        return vals.copy_to_host()[:got][order], avals.copy_to_host()[:got][order]
+        def launch(pos: Any, idx: Any, vals: Any, avals: Any) -> None:
+            _bracket_gather_kernel[_stride_grid(n), _TPB](gains, raw, sign, lv, has, float(w), np.uint64(ulo),
+                                                          np.uint64(uhi), np.uint64(sh), np.uint64(b), pos, idx,
+                                                          vals, avals)
+
+        return _gather_in_index_order(launch, c[b])
 
     return _radix.bracket_resolve(res, ulo, uhi, sh, nbits, float(m), gather,
                                   lambda: threshold_levels(gains, losses, w, m, threads))
