@@ -1019,8 +1019,8 @@ _SAMPLE = 1 << 14
 def _sample_bracket(gains, losses, w, m):
     """The bracket of :func:`rad._backends.radix_select.sample_bracket`, from 2^14 points.
 
-    The strided sample is gathered on the device and scanned as a pool of its own with
-    ``m`` scaled by ``sample / n`` (the same test as scaling its sums by ``n / sample``).
+    The strided sample is gathered on the device and scanned on the host as a pool of its
+    own with ``m`` scaled by ``sample / n`` (the same test as scaling its sums by ``n / sample``).
     """
     n = gains.shape[0]
     if n <= _SAMPLE:  # the whole pool: one run
@@ -1029,7 +1029,11 @@ def _sample_bracket(gains, losses, w, m):
         count, step, run = _SAMPLE, (n - _radix.SAMPLE_RUN) // (_SAMPLE // _radix.SAMPLE_RUN - 1), _radix.SAMPLE_RUN
     ys = _sample_runs(gains, count, step, run, "sample_gains")
     ls = None if losses is None else _sample_runs(losses, count, step, run, "sample_losses")
-    return _radix.sample_bracket(ys, ls, w, m * count / n, sample=count)
+    # the scan compiled (the Numba backend's twin, bit for bit, with an early exit): the
+    # GPU waits for this host step
+    from rad._backends.numba_backend import _sample_rank
+
+    return _radix.sample_bracket(ys, ls, w, m * count / n, sample=count, rank=_sample_rank)
 
 
 def threshold_support(gains, losses, w, m, b, threads):
