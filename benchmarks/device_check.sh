@@ -9,7 +9,8 @@
 #   benchmarks/device_check.sh --sizes 1e6 --threads 1,2 --out /tmp/x.json   # smoke test
 #
 # Options are passed to benchmarks/thread_scaling.py (--sizes, --threads, --repeat,
-# --backends, --out, --capped). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts. Default
+# --backends, --out, --capped). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts,
+# GPU_CHECKS_TIMEOUT (default 240) the simulator's checks run on the GPU. Default
 # output: $OUT/device_check.json if $OUT is set, else benchmarks/results_device.json.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -47,6 +48,14 @@ if PYTHONPATH="$site" python -c "import numba.cuda as c, sys; sys.exit(0 if c.is
   PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${GPU_TIMEOUT:-0}") \
     python "$here/device_check_gpu.py" --out "${OUT:-$here}/results_gpu.json" \
     || echo "GPU part ended with status $?" >&2
+  # tests/test_cuda_sim.py's checks on the real GPU (CI runs them on the simulator): one
+  # JSON line of verdicts, "ok" or the traceback, per check (GPU_CHECKS=0 skips them)
+  if [ "${GPU_CHECKS:-1}" != 0 ]; then
+    (cd "$root/tests" && PYTHONPATH="$site:$root/tests" NUMBA_CACHE_DIR="$build/numba_cache" \
+      $(limit "${GPU_CHECKS_TIMEOUT:-240}") python -c "import test_cuda_sim as T; T._child()") \
+      > "${OUT:-$here}/gpu_checks.json" || echo "GPU checks ended with status $?" >&2
+    tail -c 2000 "${OUT:-$here}/gpu_checks.json" >&2 || true
+  fi
 else
   echo "no GPU visible to numba-cuda: GPU part skipped" >&2
 fi

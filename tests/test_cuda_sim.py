@@ -544,7 +544,7 @@ def _share(part: int, parts: int) -> list[str]:
 
 
 def _child(part: int = 0, parts: int = 1) -> None:
-    """Run the checks (child ``part``'s share of ``parts``) on the simulator; print one JSON line of verdicts."""
+    """Run the checks (child ``part``'s share of ``parts``); print the verdicts as JSON lines, the last one all."""
     warnings.filterwarnings("ignore", message="overflow encountered", category=RuntimeWarning)
     np.seterr(over="ignore")
     try:
@@ -566,7 +566,8 @@ def _child(part: int = 0, parts: int = 1) -> None:
             import traceback
 
             out[name] = "".join(traceback.format_exception(exc))[-3000:]
-    print(json.dumps(out))
+        print(json.dumps(out), flush=True)  # the verdicts so far: a time limit keeps them
+    print(json.dumps(out), flush=True)  # all of them (also when this share is empty)
 
 
 # ---------------------------------------------------------------- the parent's tests
