@@ -77,6 +77,14 @@ if not cuda.is_available():
         "simulator)"
     )
 
+if SIMULATOR:
+    # The simulator runs a block's threads as Python threads, and each device-function call
+    # scans this module's globals while other threads run. The first warning raised in this
+    # module's code (a NumPy scalar overflow in a kernel thread, where the caller's np.seterr
+    # does not reach) adds __warningregistry__ to them, so a scan can fail with
+    # "dictionary changed size during iteration". Made here, it never appears mid-scan.
+    globals().setdefault("__warningregistry__", {})
+
 name = "cuda"
 has_openmp = False
 SORTFREE = True
