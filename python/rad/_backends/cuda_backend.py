@@ -1110,8 +1110,8 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
     (lane ``l`` items ``l, l + 8, ...``; a point outside the support adds ``0.0``, which
     leaves a sum of non-negative terms unchanged). The terms' divisions run on every
     thread, the dependent additions on 8 lanes per canonical block, as the order demands.
-    With ``sketching`` it records the DepRound sketch (:func:`_sketch_row_end`): a tile is
-    one sketch part, and the lane sums after it are its prefix.
+    With ``sketching`` it records the DepRound sketch (:func:`support_block_sums`): a tile
+    is one sketch part, and the lane sums after it are its prefix.
     """
     th = cuda.shared.array(_SUB_ITEMS, np.float64)
     tg = cuda.shared.array(_SUB_ITEMS, np.float64)
