@@ -1738,6 +1738,16 @@ def _compact_kernel(bits, offsets, expect, out, errors):
             word &= word - np.uint32(1)
 
 
+def _cleared_bits(n: int, fresh: bool = False) -> Any:
+    """DepRound's bitmap of ``n`` points, all clear: the kept one, or a ``fresh`` one (always in the simulator)."""
+    words = -(-n // 32)
+    if SIMULATOR or fresh:
+        return _full(words, 0, np.uint32)
+    bits = _scratch("bits", words, np.uint32)
+    _memset(bits, 0)
+    return bits
+
+
 def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: bool, params: tuple[Any, ...],
                   key: int, stream: int | None, n: int, max_crossings: int = -1, todo: np.ndarray | None = None,
                   bits: Any = None) -> tuple[Any, Any, np.ndarray, np.ndarray]:
@@ -1751,14 +1761,8 @@ def _round_blocks(g_arg: Any, lv: Any, has: bool, w: float, q_arg: Any, use_q: b
     """
     fill, nu, gc, gf, lc, lf = params
     nblk = -(-n // BLOCK)
-    words = -(-n // 32)
-    if bits is not None:
-        pass
-    elif SIMULATOR or stream is not None:  # (the leftovers' merge: small, and its bitmap is read afterwards)
-        bits = _full(words, 0, np.uint32)
-    else:
-        bits = _scratch("bits", words, np.uint32)
-        _memset(bits, 0)
+    if bits is None:
+        bits = _cleared_bits(n, fresh=stream is not None)  # (the leftovers' merge reads its bitmap afterwards)
     out = _Packed.get("round", [(nblk, np.int64, 0), (nblk, np.int64, 0), (nblk, np.float64, 0)])
     taken_count, left_idx, left_mass = out.dev
     tot1 = _scratch("tot1", -(-n // _L1), np.int64)
@@ -1988,9 +1992,7 @@ def _round_sketched(g_arg: Any, lv: Any, has: bool, w: float, params: tuple[Any,
         np.uint64(key), nblk, n, *res.dev)
     dec, pick, mlo, mhi = res.fetch()
     decided = dec.astype(bool)
-    bits = _full(-(-n // 32), 0, np.uint32) if SIMULATOR else _scratch("bits", -(-n // 32), np.uint32)
-    if not SIMULATOR:
-        _memset(bits, 0)
+    bits = _cleared_bits(n)
     per_block = np.zeros(nblk, np.int64)
     left_idx = np.full(nblk, -1, np.int64)
     exact = np.zeros(nblk, np.int64)
