@@ -82,12 +82,7 @@ def _merge_spans(backend: str, ids, lo, hi, key: int, wanted: int):
         return _core.merge_spans(ids, lo, hi, key, wanted)
     from rad._backends import numba_sketch
 
-    straddle = np.flatnonzero((lo == 0) & (hi > 0))  # as the C++ hook: the canonical merge drops zero masses
-    if straddle.shape[0]:
-        return False, np.empty(0, np.int64), -1, int(straddle[0])
-    keep = np.flatnonzero(hi > 0)
-    ok, taken, x = numba_sketch.merge_spans(ids[keep], lo[keep], hi[keep], keep.astype(np.int64), key, wanted)
-    return ok, taken, x if ok else -1, -1 if ok else x
+    return numba_sketch.merge_blocks(ids, lo, hi, key, wanted)
 
 
 def _pool(kind: str, n: int, rng: np.random.Generator, f32: bool) -> np.ndarray:

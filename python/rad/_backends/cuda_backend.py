@@ -1966,12 +1966,8 @@ def _merge_spans(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, key: int,
         return bool(ok), [int(i) for i in taken], int(last), int(stuck)
     from rad._backends import numba_sketch
 
-    straddle = np.flatnonzero((lo == 0) & (hi > 0))  # a mass that may be 0: as the C++ merge, undecided
-    if straddle.shape[0]:
-        return False, [], -1, int(straddle[0])
-    keep = np.flatnonzero(hi > 0)
-    ok, picks, x = numba_sketch.merge_spans(ids[keep], lo[keep], hi[keep], keep.astype(np.int64), key, wanted)
-    return ok, [int(i) for i in picks], (x if ok else -1), (-1 if ok else x)
+    ok, picks, last, stuck = numba_sketch.merge_blocks(ids, lo, hi, key, wanted)
+    return ok, [int(i) for i in picks], last, stuck
 
 
 def _round_sketched(g_arg: Any, lv: Any, has: bool, w: float, params: tuple[Any, ...], key: int, n: int, b: int,

@@ -307,6 +307,23 @@ def merge_spans(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, dep: np.ndarray
         dep = np.array([t[3] for t in nxt], np.int64)
 
 
+def merge_blocks(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, key: int,
+                 wanted: int) -> tuple[bool, np.ndarray, int, int]:
+    """:func:`merge_spans` over one leftover per block, taken as the C++ core's ``merge_spans`` takes them.
+
+    Blocks without mass (``hi == 0``) are left out; a mass whose bounds straddle 0 leaves
+    the merge undecided at its block (the canonical merge drops zero masses). Returns
+    ``(decided, taken ids, last pick, stuck block)``: ``last`` is -1 when undecided,
+    ``stuck`` -1 when decided.
+    """
+    straddle = np.flatnonzero((lo == 0) & (hi > 0))
+    if straddle.shape[0]:
+        return False, np.empty(0, np.int64), -1, int(straddle[0])
+    keep = np.flatnonzero(hi > 0)
+    ok, taken, x = merge_spans(ids[keep], lo[keep], hi[keep], keep.astype(np.int64), key, wanted)
+    return ok, taken, (x if ok else -1), (-1 if ok else x)
+
+
 @dataclass
 class Sketched:
     """The blocks the sketch decided, for :func:`rad._backends.numba_backend._depround_core`."""
@@ -327,8 +344,9 @@ class Sketched:
         ids = np.where(self.decided, self.pick, left_idx)
         lo = np.where(self.decided, self.mass_lo, exact)
         hi = np.where(self.decided, self.mass_hi, exact)
-        keep = np.flatnonzero(hi > 0)  # a sketched block's bounds never straddle 0
-        return merge_spans(ids[keep], lo[keep], hi[keep], keep.astype(np.int64), self.key, wanted)
+        # (a sketched block's bounds never straddle 0 and an exact mass is a point: no block is undecided at 0)
+        ok, taken, last, stuck = merge_blocks(ids, lo, hi, self.key, wanted)
+        return ok, taken, last if ok else stuck
 
 
 def depround(gains: np.ndarray, losses: np.ndarray | None, w: float, params: Params, b: int, key: int,
