@@ -91,6 +91,8 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
     With the sampled bracket (as ``rad.select`` runs it), with an empty bracket below every
     positive gain (every point "above": no bin atomics, the same arithmetic), and with
     half and twice the resident grid: which of atomics, arithmetic or occupancy bounds it.
+    Also the brackets of a 2^14 and a 2^16 sample, with the host time of their sampling
+    step (gather, copy, sort and scan).
     """
     import numpy as np
     from numba import cuda
@@ -136,6 +138,22 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
     cases = {"sampled_bracket": (ulo, uhi, grid), "empty_bracket": (0, 1, grid),
              "sampled_half_grid": (ulo, uhi, max(1, grid // 2)), "sampled_double_grid": (ulo, uhi, 2 * grid)}
     out: dict[str, float] = {"bracket_width_bits": float(uhi - ulo), "float32_pass": float(fast32)}
+    if hasattr(kern, "_sample_size"):  # the brackets of both sample sizes, and their host step
+        chosen = kern._sample_size
+        for size in (1 << 14, 1 << 16):
+            kern._sample_size = lambda _n, s=size: s
+            try:
+                times = []
+                for _ in range(max(3, repeats)):
+                    cuda.synchronize()
+                    t0 = time.perf_counter()
+                    lo_s, hi_s = kern._sample_bracket(d, None, w, m)
+                    times.append(time.perf_counter() - t0)
+            finally:
+                kern._sample_size = chosen
+            out[f"sample_{size}_step_ms"] = statistics.median(times) * 1e3
+            out[f"sample_{size}_width_bits"] = float(hi_s - lo_s)
+            cases[f"sample_{size}_bracket"] = (lo_s, hi_s, grid)
     for label, (lo, hi, blocks) in cases.items():
         once(lo, hi, blocks)  # compiled and warm
         out[label + "_ms"] = statistics.median(once(lo, hi, blocks) for _ in range(max(1, repeats)))

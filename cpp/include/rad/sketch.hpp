@@ -225,13 +225,16 @@ inline SpanRound round_spans(const Span* mass, std::int64_t n, Stream rs, std::i
 // never asks on which side of it the total lies. A group's comparisons see the bounds of
 // at most 64 masses, which keeps them decided: at 1e9 points and b = 1000 the single
 // sequence of 15,259 leftovers had left a quarter of the keys undecided, groups of 64 1%.
-inline bool merge_spans(std::vector<std::int64_t> ids, std::vector<Span> mass, std::vector<std::int64_t> dep,
+// The first level is read in place (`count` leftovers at `ids`, `mass`, `dep`): a copy of
+// 15,259 leftovers (1e9 points) is three fresh allocations past the allocator's mmap
+// threshold, whose page faults cost several times the merge itself.
+inline bool merge_spans(const std::int64_t* ids, const Span* mass, const std::int64_t* dep, std::int64_t count,
                         std::uint64_t key, std::int64_t wanted, std::vector<std::int64_t>& out, std::int64_t& last,
                         std::int64_t& stuck) {
-    std::vector<std::int64_t> taken;
+    std::vector<std::int64_t> taken, level_ids, level_dep;  // the levels after the first
+    std::vector<Span> level_mass;
     std::uint64_t group = 0;
-    for (;;) {
-        const auto total = static_cast<std::int64_t>(ids.size());
+    for (std::int64_t total = count;; total = static_cast<std::int64_t>(level_ids.size())) {
         const bool final_round = total <= kMergeGroup;
         std::vector<std::int64_t> next_ids, next_dep;
         std::vector<Span> next_mass;
@@ -239,7 +242,7 @@ inline bool merge_spans(std::vector<std::int64_t> ids, std::vector<Span> mass, s
             const std::int64_t cnt = final_round ? total : std::min(kMergeGroup, total - lo);
             const std::uint64_t stream = final_round ? kMergeStream : kMergeStream - 1 - group++;
             const std::int64_t owed = wanted - static_cast<std::int64_t>(taken.size());
-            const SpanRound r = round_spans(mass.data() + lo, cnt, Stream(stream_state(key, stream)),
+            const SpanRound r = round_spans(mass + lo, cnt, Stream(stream_state(key, stream)),
                                             final_round ? std::max<std::int64_t>(0, owed - 1) : -1);
             if (!r.decided) {
                 stuck = dep[static_cast<size_t>(lo + r.stuck)];
@@ -260,10 +263,20 @@ inline bool merge_spans(std::vector<std::int64_t> ids, std::vector<Span> mass, s
             next_mass.push_back(r.left);
             next_dep.push_back(dep[static_cast<size_t>(lo + cnt - 1)]);
         }
-        ids.swap(next_ids);
-        mass.swap(next_mass);
-        dep.swap(next_dep);
+        level_ids.swap(next_ids);
+        level_mass.swap(next_mass);
+        level_dep.swap(next_dep);
+        ids = level_ids.data();
+        mass = level_mass.data();
+        dep = level_dep.data();
     }
+}
+
+inline bool merge_spans(const std::vector<std::int64_t>& ids, const std::vector<Span>& mass,
+                        const std::vector<std::int64_t>& dep, std::uint64_t key, std::int64_t wanted,
+                        std::vector<std::int64_t>& out, std::int64_t& last, std::int64_t& stuck) {
+    return merge_spans(ids.data(), mass.data(), dep.data(), static_cast<std::int64_t>(ids.size()), key, wanted, out,
+                       last, stuck);
 }
 
 // depround() of the uncapped path's q = nu / a (g >= tau; params gain_cut == tau,

@@ -10,7 +10,7 @@ arrays; :mod:`rad._solve.device` adapts CuPy, PyTorch and JAX arrays to them wit
 copy). The kernels that decide the result reproduce the CPU backends bit for bit:
 
 * :func:`threshold_search` is the bracketed search of :mod:`rad._backends.radix_select`
-  (``sample_bracket`` on 2^14 points gathered on the device, one pass that sums the
+  (``sample_bracket`` on 2^14 points, 2^16 from 2^28, gathered on the device, one pass that sums the
   points above the bracket and bins the few inside it, the boundary bin gathered and
   resolved by ``bracket_resolve``), with the 16-bit level loop over device histograms as
   its fallback. Bin sums are accumulated with atomics (a shared-memory cache of bins per
@@ -1022,19 +1022,31 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
 #: (2^16 at 1e9 was measured on the H200: the float32 pass 0.6 ms faster, the sample
 #: 2.4 ms slower on the host.)
 _SAMPLE = 1 << 14
+#: The larger sample, from :data:`_SAMPLE_BIG_FROM` points: its bracket holds half as many
+#: points (width ~ 1 / sqrt(sample)), and each point inside costs the search pass three
+#: shared-memory atomics. At 1e9 the sampled bracket's pass took 4.8 ms against 2.6 ms
+#: with an empty one on the H200 (``benchmarks/RESULTS.md``); the sample's host sort and
+#: scan grow by about 0.3 ms, which pays from a few 1e8 points.
+_SAMPLE_BIG, _SAMPLE_BIG_FROM = 1 << 16, 1 << 28
+
+
+def _sample_size(n: int) -> int:
+    """The bracket's sample size for a pool of ``n`` points."""
+    return _SAMPLE_BIG if n >= _SAMPLE_BIG_FROM else _SAMPLE
 
 
 def _sample_bracket(gains, losses, w, m):
-    """The bracket of :func:`rad._backends.radix_select.sample_bracket`, from 2^14 points.
+    """The bracket of :func:`rad._backends.radix_select.sample_bracket`, from :func:`_sample_size` points.
 
     The strided sample is gathered on the device and scanned on the host as a pool of its
     own with ``m`` scaled by ``sample / n`` (the same test as scaling its sums by ``n / sample``).
     """
     n = gains.shape[0]
-    if n <= _SAMPLE:  # the whole pool: one run
+    size = _sample_size(n)
+    if n <= size:  # the whole pool: one run
         count, step, run = n, 0, max(n, 1)
     else:  # the strided sample of radix_select.sample_bracket: runs of SAMPLE_RUN, evenly spaced
-        count, step, run = _SAMPLE, (n - _radix.SAMPLE_RUN) // (_SAMPLE // _radix.SAMPLE_RUN - 1), _radix.SAMPLE_RUN
+        count, step, run = size, (n - _radix.SAMPLE_RUN) // (size // _radix.SAMPLE_RUN - 1), _radix.SAMPLE_RUN
     ys = _sample_runs(gains, count, step, run, "sample_gains")
     ls = None if losses is None else _sample_runs(losses, count, step, run, "sample_losses")
     # the scan compiled (the Numba backend's twin, bit for bit, with an early exit): the
@@ -1052,8 +1064,8 @@ def threshold_support(gains, losses, w, m, b, threads):
 def threshold_search(gains, losses, w, m, threads):
     """Sort-free k*: ``(status, tau, kstar, g_total)``: a sampled bracket, one pass, a gather.
 
-    The sample is 2^14 gains gathered on the device; the 16-bit level loop is the
-    fallback when the bracket misses.
+    The sample (2^14 gains, 2^16 from 2^28) is gathered on the device; the 16-bit level
+    loop is the fallback when the bracket misses.
     """
     ulo, uhi = _sample_bracket(gains, losses, w, m)
     if _fast32(gains, losses, w):
@@ -2037,7 +2049,7 @@ def _depround(gains, losses, w, q, params: Params | None, b: int, key: int, sket
         extra.append(last)
     if extra:
         ex = np.asarray(extra, dtype=np.int64)
-        _mark_kernel[_grid(len(extra)), _TPB](bits, cuda.to_device(ex))
+        _mark_kernel[_grid(len(extra)), _TPB](bits, _upload("mark_ids", ex))
         per_block = per_block + np.bincount(ex // BLOCK, minlength=nblk)
     if int(per_block.sum()) != b:
         raise RuntimeError(f"internal error: DepRound produced {int(per_block.sum())} indices for a budget of {b}")
