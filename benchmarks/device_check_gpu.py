@@ -92,7 +92,8 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
     positive gain (every point "above": no bin atomics, the same arithmetic), and with
     half and twice the resident grid: which of atomics, arithmetic or occupancy bounds it.
     Also the brackets of a 2^14 and a 2^16 sample, with the host time of their sampling
-    step (gather, copy, sort and scan).
+    step (gather, copy, sort and scan), and the sampled bracket with its inside points
+    queued by the pass and binned by a second kernel (``sampled_queued_ms``: both).
     """
     import numpy as np
     from numba import cuda
@@ -111,17 +112,32 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
 
     fine = kern._FINE32 if fast32 else R.FINE
 
-    def once(lo: int, hi: int, blocks: int) -> float:
+    queues = hasattr(kern, "_queue_cap")  # this tree's float32 pass can queue its inside points
+
+    def once(lo: int, hi: int, blocks: int, inside: float | None = None) -> float:
         sh = R.bracket_shift(lo, hi, fine) if fast32 else R.bracket_shift(lo, hi)
         cnt = kern._full(fine, 0, np.int64)
         hh = kern._full(fine, 0.0, np.float64)
         gg = kern._full(fine, 0.0, np.float64)
         mnb = kern._full(fine, np.iinfo(np.uint64).max, np.uint64)
         scal = kern._full(3, 0.0, np.float64)
-        icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max, 0], dtype=np.uint64))
+        icnt = cuda.to_device(np.array([0, 0, 0, np.iinfo(np.uint64).max, 0, 0], dtype=np.uint64))
+        cap = kern._queue_cap(n, blocks, inside) if queues else 0
+        queue = kern._scratch("probe_queue", max(1, blocks * cap), np.uint32)
+        qcount = kern._scratch("probe_qcount", blocks, np.int64)
         start, stop = cuda.event(), cuda.event()
         start.record()
-        if fast32:
+        if fast32 and queues:  # the pass (queueing or binning), then the queue's bins
+            kern._bracket32_kernel[blocks, kern._TPB](
+                raw, n, float(w), 1.0 / (1.0 + w), np.uint32(lo), np.uint32(hi), np.uint32(sh), cnt, hh, mnb, scal,
+                icnt, queue, qcount, np.int64(cap), cap > 0,
+            )
+            if cap:
+                kern._queue_bins32_kernel[blocks, kern._TPB](
+                    queue, qcount, np.int64(cap), float(w), 1.0 / (1.0 + w), np.uint32(lo), np.uint32(sh), cnt, hh,
+                    mnb,
+                )
+        elif fast32:
             kern._bracket32_kernel[blocks, kern._TPB](
                 raw, n, float(w), 1.0 / (1.0 + w), np.uint32(lo), np.uint32(hi), np.uint32(sh), cnt, hh, mnb, scal,
                 icnt,
@@ -157,6 +173,16 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
     for label, (lo, hi, blocks) in cases.items():
         once(lo, hi, blocks)  # compiled and warm
         out[label + "_ms"] = statistics.median(once(lo, hi, blocks) for _ in range(max(1, repeats)))
+    if queues and fast32:  # the sampled bracket with its inside points queued, then binned (both kernels)
+        _, _, inside = kern._sample_bracket_inside(d, None, w, m)
+        saved = kern._QUEUE_FROM
+        kern._QUEUE_FROM = 0
+        try:
+            out["queue_cap"] = float(kern._queue_cap(n, grid, inside))
+            once(ulo, uhi, grid, inside)
+            out["sampled_queued_ms"] = statistics.median(once(ulo, uhi, grid, inside) for _ in range(max(1, repeats)))
+        finally:
+            kern._QUEUE_FROM = saved
     return out
 
 
@@ -217,6 +243,23 @@ def check_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
         res["rad_x_sum"] = res["rad_s"] / res["sum_s"] if "sum_s" in res else None
     except Exception:
         res["rad_error"] = traceback.format_exc()[-3000:]
+    try:  # the float32 pass with and without its queue of inside points, calls alternated
+        kern = get_backend("cuda")
+        if hasattr(kern, "_QUEUE_FROM") and dev_idx is not None:
+            chosen, runs = kern._QUEUE_FROM, {"queued": [], "binned": []}
+            try:
+                for _ in range(args.repeats):
+                    for label, start in (("queued", 0), ("binned", 1 << 62)):
+                        kern._QUEUE_FROM = start
+                        t, _, idx = _timed(lambda: rad.select(gains, m, b, rng=args.seed), 1, sync)
+                        runs[label].append(t)
+                        res[f"rad_{label}_same_indices"] = bool(torch.equal(torch.as_tensor(idx), dev_idx))
+            finally:
+                kern._QUEUE_FROM = chosen
+            for label, ts in runs.items():
+                res[f"rad_{label}_s"] = statistics.median(ts)
+    except Exception:
+        res["rad_queue_error"] = traceback.format_exc()[-3000:]
     # rad's phases, straight from the cuda backend
     try:
         from numba import cuda

@@ -142,6 +142,65 @@ def float32_pass_edges() -> None:
             assert abs(got[3] - want[3]) <= 1e-12 * abs(want[3]), (got, want)
 
 
+class _Launches:
+    """A kernel of the simulated backend wrapped to count its launches."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel, self.count = kernel, 0
+
+    def __getitem__(self, cfg: Any) -> Callable[..., Any]:
+        launch = self.kernel[cfg]
+
+        def call(*args: Any) -> Any:
+            self.count += 1
+            return launch(*args)
+
+        return call
+
+
+@check
+def queued_inside_points_match_numpy() -> None:
+    """The float32 pass with its inside points queued (large pools; here every pool): k*,
+    threshold and counts are NumPy's, through the queue when it holds them and through the
+    binning pass again when a block's queue overflows."""
+    from numba import cuda
+
+    from rad._backends import cuda_backend as C
+    from rad._backends import numpy_backend as R
+    from rad._backends.radix_select import ordered_bits
+
+    saved = C._QUEUE_FROM, C._QUEUE_SLACK, C._queue_bins32_kernel, C._queue_gather32_kernel
+    bins, gathers = _Launches(saved[2]), _Launches(saved[3])
+    C._QUEUE_FROM, C._queue_bins32_kernel, C._queue_gather32_kernel = 0, bins, gathers
+    try:
+        for label, base in _pools():
+            g = base.astype(np.float32)
+            d = cuda.to_device(g)
+            for m in (0.05 * g.shape[0], 0.3 * g.shape[0]):
+                want = R.threshold_search(g, None, 0.6, m)
+                before = bins.count
+                got = C.threshold_search(d, None, 0.6, m, 1)
+                assert bins.count == before + 1, (label, "the queue was not used")
+                assert got[:3] == want[:3], (label, m, got, want)
+                assert abs(got[3] - want[3]) <= 1e-12 * abs(want[3]), (label, got, want)
+        assert gathers.count > 0  # a boundary bin came from the queues
+        # Wide brackets and queues of one point: every block overflows, the pass bins again
+        C._QUEUE_SLACK = 0
+        g = _pools()[0][1].astype(np.float32)
+        d = cuda.to_device(g)
+        m = 0.1 * g.shape[0]
+        want = R.threshold_search(g, None, 0.5, m)
+        tau = want[1]
+        for lo, hi in ((0.5 * tau, 2 * tau), (0.0, float(g.max()) * 2)):
+            ulo, uhi = ordered_bits(lo, 32), ordered_bits(hi, 32)
+            before = bins.count, gathers.count
+            got = C._bracketed32(d, 0.5, m, 1, ulo, uhi, 1e-9)
+            assert bins.count == before[0] + 1 and gathers.count == before[1], "no overflow, or the queue gathered"
+            assert got[:3] == want[:3], (lo, hi, got, want)
+    finally:
+        C._QUEUE_FROM, C._QUEUE_SLACK, C._queue_bins32_kernel, C._queue_gather32_kernel = saved
+
+
 @check
 def invalid_values_are_found() -> None:
     from numba import cuda
@@ -528,7 +587,7 @@ def reused_buffers_never_leak_between_calls() -> None:
 #: two children the parent runs at once; a check not listed counts as 5.
 SECONDS = {"kernels_match_numpy": 18, "brackets_that_miss_fall_back": 10, "select_and_solve_match_numpy": 22,
            "select_spans_blocks": 13, "sketched_depround_matches_numpy": 40, "depround_marginals": 21,
-           "depround_q_matches_numpy": 9, "depround_fixed_point_tiny_q": 13}
+           "depround_q_matches_numpy": 9, "depround_fixed_point_tiny_q": 13, "queued_inside_points_match_numpy": 9}
 
 
 def _share(part: int, parts: int) -> list[str]:

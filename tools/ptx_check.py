@@ -61,7 +61,7 @@ def record(path: str) -> None:
 
 #: Kernels whose float64 arithmetic only steers decisions that carry a rounding margin
 #: (cuda_backend's float32 bracket pass): a contracted FMA there changes no result.
-STEERING_ONLY = {"_bracket32_kernel"}
+STEERING_ONLY = {"_bracket32_kernel", "_queue_bins32_kernel"}
 
 
 def compile_all(path: str, cc: tuple[int, int]) -> int:

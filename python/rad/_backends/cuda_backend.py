@@ -10,9 +10,10 @@ arrays; :mod:`rad._solve.device` adapts CuPy, PyTorch and JAX arrays to them wit
 copy). The kernels that decide the result reproduce the CPU backends bit for bit:
 
 * :func:`threshold_search` is the bracketed search of :mod:`rad._backends.radix_select`
-  (``sample_bracket`` on 2^14 points, 2^16 from 2^28, gathered on the device, one pass that sums the
-  points above the bracket and bins the few inside it, the boundary bin gathered and
-  resolved by ``bracket_resolve``), with the 16-bit level loop over device histograms as
+  (``sample_bracket`` on 2^14 points, 2^16 from 2^28, gathered on the device, one pass
+  that sums the points above the bracket and bins the few inside it, or from 2^24 points
+  queues them for a second kernel to bin, the boundary bin gathered and resolved by
+  ``bracket_resolve``), with the 16-bit level loop over device histograms as
   its fallback. Bin sums are accumulated with atomics (a shared-memory cache of bins per
   CUDA block, then global atomics): they only steer decisions that carry a rounding
   margin, and a gathered bin is put back in index order before it is resolved, so ``k*``
@@ -818,33 +819,81 @@ def _load32(raw, i0, stride, n32, ub):
             ub[k] = raw[i]
 
 
+@cuda.jit(device=True)
+def _bins32_clear(scnt, sh_, smn):
+    """A CUDA block's shared bins of the float32 pass, emptied (its threads together)."""
+    for j in range(cuda.threadIdx.x, _FINE32, cuda.blockDim.x):
+        scnt[j] = np.uint32(0)
+        sh_[j] = 0.0
+        smn[j] = np.uint32(0xFFFFFFFF)
+
+
+@cuda.jit(device=True)
+def _bins32_add(scnt, sh_, smn, u, ulo, sh, w, inv1w):
+    """The inside point with bits ``u`` into its shared bin: count, sum of ``1 / a``, minimum."""
+    b = np.int32((u - ulo) >> sh)
+    cuda.atomic.add(scnt, b, np.uint32(1))
+    cuda.atomic.add(sh_, b, _steer_inv_a(u, w, inv1w) if u != 0 else 0.0)
+    cuda.atomic.min(smn, b, u)
+
+
+@cuda.jit(device=True)
+def _bins32_flush(scnt, sh_, smn, cnt, hh, mnbits):
+    """A CUDA block's shared bins added into the grid's (after a ``syncthreads``)."""
+    for j in range(cuda.threadIdx.x, _FINE32, cuda.blockDim.x):
+        c = scnt[j]
+        if c != 0:
+            cuda.atomic.add(cnt, j, np.int64(c))
+            cuda.atomic.add(hh, j, sh_[j])
+            cuda.atomic.min(mnbits, j, np.uint64(smn[j]))
+
+
+@cuda.jit(device=True)
+def _pass32_clear(bsum, bcnt):
+    """A CUDA block's sum above the bracket and its counters (:func:`_pass_counts`, positives), zeroed."""
+    bsum[0] = 0.0
+    bcnt[0] = np.uint64(0)
+    bcnt[1] = np.uint64(0)
+    bcnt[2] = np.uint64(0)
+    bcnt[3] = _UMAX
+    bcnt[4] = np.uint64(0)
+
+
+@cuda.jit(device=True)
+def _pass32_flush(bsum, bcnt, scal, icnt):
+    """A CUDA block's sum and counters added into the grid's (one thread)."""
+    cuda.atomic.add(scal, 0, bsum[0])
+    _pass_counts(icnt, bcnt[0], bcnt[1], bcnt[2], bcnt[3])
+    cuda.atomic.add(icnt, 4, bcnt[4])
+
+
 @_kernel
-def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icnt):
+def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icnt, queue, qcount, cap, queued):
     """The bracket's pass for float32 gains with RAD losses (see the note above).
 
-    ``scal = (h_above,)``, ``icnt = (n_above, n_below, bad, min bits above, n_positive)``;
-    the bracket's :data:`_FINE32` bins (counts, sums of ``1 / a``, minimum bits) are held
-    whole in shared memory, so a point inside the bracket costs three shared atomics and
-    the global bins one flush per CUDA block.
+    ``scal = (h_above,)``, ``icnt = (n_above, n_below, bad, min bits above, n_positive,
+    queue overflow)``; the bracket's :data:`_FINE32` bins (counts, sums of ``1 / a``,
+    minimum bits) are held whole in shared memory, so a point inside the bracket costs
+    three shared atomics and the global bins one flush per CUDA block. ``queued``: the
+    inside points are not binned here but queued, CUDA block ``j`` writing their bits to
+    ``queue[j cap:(j + 1) cap]`` (one shared atomic each) and their count to
+    ``qcount[j]``; ``icnt[5]`` is set where a block had more than ``cap``.
+    :func:`_queue_bins32_kernel` then bins them with every thread of a warp busy.
     """
     scnt = cuda.shared.array(_FINE32, np.uint32)
     sh_ = cuda.shared.array(_FINE32, np.float64)
     smn = cuda.shared.array(_FINE32, np.uint32)
     bsum = cuda.shared.array(1, np.float64)
     bcnt = cuda.shared.array(5, np.uint64)
+    qn = cuda.shared.array(1, np.uint32)
     tid = cuda.threadIdx.x
-    for j in range(tid, _FINE32, cuda.blockDim.x):
-        scnt[j] = np.uint32(0)
-        sh_[j] = 0.0
-        smn[j] = np.uint32(0xFFFFFFFF)
+    if not queued:
+        _bins32_clear(scnt, sh_, smn)
     if tid == 0:
-        bsum[0] = 0.0
-        bcnt[0] = np.uint64(0)
-        bcnt[1] = np.uint64(0)
-        bcnt[2] = np.uint64(0)
-        bcnt[3] = _UMAX
-        bcnt[4] = np.uint64(0)
+        _pass32_clear(bsum, bcnt)
+        qn[0] = np.uint32(0)
     cuda.syncthreads()
+    qbase = np.int64(cuda.blockIdx.x) * cap
     ha = 0.0
     na = np.uint32(0)
     nbl = np.uint32(0)
@@ -874,26 +923,58 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
                 minb = min(minb, u)
             elif u < ulo:
                 nbl += np.uint32(1)
+            elif queued:
+                p = cuda.atomic.add(qn, 0, np.uint32(1))
+                if p < cap:
+                    queue[qbase + p] = u
             else:
-                b = np.int32((u - ulo) >> sh)
-                cuda.atomic.add(scnt, b, np.uint32(1))
-                cuda.atomic.add(sh_, b, _steer_inv_a(u, w, inv1w) if u != 0 else 0.0)
-                cuda.atomic.min(smn, b, u)
+                _bins32_add(scnt, sh_, smn, u, ulo, sh, w, inv1w)
         i0 += np.uint32(_UNROLL32) * stride
     cuda.atomic.add(bsum, 0, ha)
     _pass_counts(bcnt, np.uint64(na), np.uint64(nbl), np.uint64(bad), np.uint64(minb))
     cuda.atomic.add(bcnt, 4, np.uint64(npos))
     cuda.syncthreads()
-    for j in range(tid, _FINE32, cuda.blockDim.x):
-        c = scnt[j]
-        if c != 0:
-            cuda.atomic.add(cnt, j, np.int64(c))
-            cuda.atomic.add(hh, j, sh_[j])
-            cuda.atomic.min(mnbits, j, np.uint64(smn[j]))
+    if not queued:
+        _bins32_flush(scnt, sh_, smn, cnt, hh, mnbits)
     if tid == 0:
-        cuda.atomic.add(scal, 0, bsum[0])
-        _pass_counts(icnt, bcnt[0], bcnt[1], bcnt[2], bcnt[3])
-        cuda.atomic.add(icnt, 4, bcnt[4])
+        _pass32_flush(bsum, bcnt, scal, icnt)
+        if queued:
+            qcount[cuda.blockIdx.x] = np.int64(qn[0])
+            if qn[0] > cap:
+                cuda.atomic.max(icnt, 5, np.uint64(1))
+
+
+@_kernel
+def _queue_bins32_kernel(queue, qcount, cap, w, inv1w, ulo, sh, cnt, hh, mnbits):
+    """The queued inside points of the float32 pass into its bins (CUDA block ``j``: queue ``j``).
+
+    The same three shared atomics per point as the pass's own binning, but issued by
+    whole warps: in the pass, a warp met one inside point among its 32 lanes at a time.
+    """
+    scnt = cuda.shared.array(_FINE32, np.uint32)
+    sh_ = cuda.shared.array(_FINE32, np.float64)
+    smn = cuda.shared.array(_FINE32, np.uint32)
+    _bins32_clear(scnt, sh_, smn)
+    cuda.syncthreads()
+    j = cuda.blockIdx.x
+    base = np.int64(j) * cap
+    for i in range(cuda.threadIdx.x, min(qcount[j], cap), cuda.blockDim.x):
+        _bins32_add(scnt, sh_, smn, queue[base + i], ulo, sh, w, inv1w)
+    cuda.syncthreads()
+    _bins32_flush(scnt, sh_, smn, cnt, hh, mnbits)
+
+
+@_kernel
+def _queue_gather32_kernel(queue, qcount, cap, ulo, sh, key, pos, out):
+    """The bits of the queued points of bin ``key`` (:func:`_bracket32_gather_kernel` from the queues)."""
+    j = cuda.blockIdx.x
+    base = np.int64(j) * cap
+    for i in range(cuda.threadIdx.x, min(qcount[j], cap), cuda.blockDim.x):
+        u = queue[base + i]
+        if ((u - ulo) >> sh) == key:
+            k = cuda.atomic.add(pos, 0, 1)
+            if k < out.shape[0]:
+                out[k] = u
 
 
 @_kernel
@@ -939,19 +1020,59 @@ def _bin_minima(c: np.ndarray, mnbits: np.ndarray, minb: int, inf_bits: int, nbi
     return mn, _radix.edge_value(minb, nbits) if minb < inf_bits else float("inf")
 
 
-def _bracketed32(gains, w, m, threads, ulo, uhi):
-    """:func:`_bracketed` through the float32 pass (same decisions, cheaper steering sums)."""
+#: Float32 pools from this many points queue their inside points (a module constant: the
+#: simulator's tests lower it). Below, the two extra launches cost more than they save.
+_QUEUE_FROM = 1 << 24
+#: The queues' slack over the expected count of a CUDA block's inside points (tests: 0).
+_QUEUE_SLACK = 64
+
+
+def _queue_cap(n: int, grid: int, inside: float | None) -> int:
+    """Each CUDA block's queue of inside points, or 0 for binning them in the pass.
+
+    ``inside`` is the sample's fraction of points inside the bracket; a block sees about
+    ``inside n / grid`` of them, binomially. The queues hold 1.25 times that, 8 standard
+    deviations and :data:`_QUEUE_SLACK` more; a block with more sets the overflow flag and
+    the pass is run again with the bins (a sample far from the pool's distribution).
+    """
+    if inside is None or n < _QUEUE_FROM:
+        return 0
+    mu = inside * n / grid
+    cap = max(1, int(1.25 * mu + 8.0 * math.sqrt(mu) + _QUEUE_SLACK))
+    step = 1 << max(0, cap.bit_length() - 3)  # rounded up to 1/8 of a power of two: the kept buffer
+    cap = -(-cap // step) * step  # (_scratch) fits the next call's queues without a new view or allocation
+    return cap if grid * cap <= n // 8 + 4096 else 0  # an eighth of the pool at most (0.5 byte a point)
+
+
+def _bracketed32(gains, w, m, threads, ulo, uhi, inside=None):
+    """:func:`_bracketed` through the float32 pass (same decisions, cheaper steering sums).
+
+    ``inside``: the sample's fraction of points inside the bracket; where given (and the
+    pool has at least :data:`_QUEUE_FROM` points) the pass queues the inside points and a
+    second kernel bins them (:func:`_queue_cap`); the boundary bin is then gathered from
+    the queues, not from the pool.
+    """
     raw = gains.view(np.uint32)
     n = gains.shape[0]
     ulo, uhi, inf_bits = _clamp_bracket(ulo, uhi, 32)
     sh = _radix.bracket_shift(ulo, uhi, _FINE32)
     inv1w = 1.0 / (1.0 + w)
+    grid = _resident_grid(n)
+    cap = _queue_cap(n, grid, inside)
     out = _Packed.get("bracket32", [(_FINE32, np.int64, 0), (_FINE32, np.float64, 0), (_FINE32, np.uint64, 0xFF),
-                                    (1, np.float64, 0), (3, np.uint64, 0), (1, np.uint64, 0xFF), (1, np.uint64, 0)])
+                                    (1, np.float64, 0), (3, np.uint64, 0), (1, np.uint64, 0xFF), (1, np.uint64, 0),
+                                    (1, np.uint64, 0)])
     cnt, hh_d, mnbits, scal, icnt = out.dev[0], out.dev[1], out.dev[2], out.dev[3], out.buf[3 * _FINE32 + 1:]
-    _bracket32_kernel[_resident_grid(n), _TPB](raw, n, float(w), inv1w, np.uint32(ulo), np.uint32(uhi),
-                                               np.uint32(sh), cnt, hh_d, mnbits, scal, icnt)
-    c, hh, mnb, sc, i3, imin, ipos = out.fetch()
+    queue = _scratch("bracket_queue", grid * cap, np.uint32) if cap else _scratch("no_queue", 1, np.uint32)
+    qcount = _scratch("bracket_qcount", grid, np.int64)
+    _bracket32_kernel[grid, _TPB](raw, n, float(w), inv1w, np.uint32(ulo), np.uint32(uhi), np.uint32(sh), cnt, hh_d,
+                                  mnbits, scal, icnt, queue, qcount, np.int64(cap), cap > 0)
+    if cap:
+        _queue_bins32_kernel[grid, _TPB](queue, qcount, np.int64(cap), float(w), inv1w, np.uint32(ulo),
+                                         np.uint32(sh), cnt, hh_d, mnbits)
+    c, hh, mnb, sc, i3, imin, ipos, overflow = out.fetch()
+    if overflow[0]:  # a block's inside points overflowed its queue: bin them in the pass
+        return _bracketed32(gains, w, m, threads, ulo, uhi)
     h_above = float(sc[0])
     n_above, n_below, bad, npos = int(i3[0]), int(i3[1]), int(i3[2]), int(ipos[0])
     mn, last_min = _bin_minima(c, mnb, int(imin[0]), inf_bits, 32)
@@ -966,8 +1087,12 @@ def _bracketed32(gains, w, m, threads, ulo, uhi):
         size = max(1, int(c[b]))
         pos = _full(1, 0, np.int64, tag="gather_pos")
         out = _scratch("gather_bits", size, np.uint32)
-        _bracket32_gather_kernel[_stride_grid(n), _TPB](raw, n, np.uint32(ulo), np.uint32(uhi), np.uint32(sh),
-                                                        np.uint32(b), pos, out)
+        if cap:
+            _queue_gather32_kernel[grid, _TPB](queue, qcount, np.int64(cap), np.uint32(ulo), np.uint32(sh),
+                                               np.uint32(b), pos, out)
+        else:
+            _bracket32_gather_kernel[_stride_grid(n), _TPB](raw, n, np.uint32(ulo), np.uint32(uhi), np.uint32(sh),
+                                                            np.uint32(b), pos, out)
         got = min(int(pos.copy_to_host()[0]), size)
         vals = np.sort(out.copy_to_host()[:got].view(np.float32))[::-1].astype(np.float64)
         return vals, vals + w * vals
@@ -1041,6 +1166,11 @@ def _sample_bracket(gains, losses, w, m):
     The strided sample is gathered on the device and scanned on the host as a pool of its
     own with ``m`` scaled by ``sample / n`` (the same test as scaling its sums by ``n / sample``).
     """
+    return _sample_bracket_inside(gains, losses, w, m)[:2]
+
+
+def _sample_bracket_inside(gains, losses, w, m):
+    """:func:`_sample_bracket` and the sample's fraction inside it (``None`` for float64 gains)."""
     n = gains.shape[0]
     size = _sample_size(n)
     if n <= size:  # the whole pool: one run
@@ -1053,7 +1183,13 @@ def _sample_bracket(gains, losses, w, m):
     # GPU waits for this host step
     from rad._backends.numba_backend import _sample_rank
 
-    return _radix.sample_bracket(ys, ls, w, m * count / n, sample=count, rank=_sample_rank)
+    lo, hi = _radix.sample_bracket(ys, ls, w, m * count / n, sample=count, rank=_sample_rank)
+    inside = None
+    if ys.dtype == np.float32 and count:
+        bits = ys.view(np.uint32)
+        bits = np.where(bits == _SIGN32, np.uint32(0), bits)  # -0.0 is 0, as in the pass
+        inside = float(np.count_nonzero((bits >= lo) & (bits < hi))) / count
+    return lo, hi, inside
 
 
 def threshold_support(gains, losses, w, m, b, threads):
@@ -1067,9 +1203,9 @@ def threshold_search(gains, losses, w, m, threads):
     The sample (2^14 gains, 2^16 from 2^28) is gathered on the device; the 16-bit level
     loop is the fallback when the bracket misses.
     """
-    ulo, uhi = _sample_bracket(gains, losses, w, m)
+    ulo, uhi, inside = _sample_bracket_inside(gains, losses, w, m)
     if _fast32(gains, losses, w):
-        return _bracketed32(gains, w, m, threads, ulo, uhi)
+        return _bracketed32(gains, w, m, threads, ulo, uhi, inside)
     return _bracketed(gains, losses, w, m, threads, ulo, uhi)
 
 
