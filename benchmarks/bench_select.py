@@ -79,3 +79,30 @@ def test_radix_argsort(benchmark, gains):
 @pytest.mark.benchmark(group="argsort-1e6")
 def test_numpy_argsort(benchmark, gains):
     benchmark(np.argsort, -gains, kind="stable")
+
+
+def _leftovers(blocks: int = 15_259) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One leftover per block of a 1e9 pool at b = 1000: ids, and masses in units of 2^-46."""
+    rng = np.random.default_rng(0)
+    units = (np.minimum(rng.uniform(0, 2000 / blocks, blocks), 0.999) * 2.0**46).astype(np.int64)
+    return np.arange(blocks, dtype=np.int64) * 65_536, units, units + 1000
+
+
+@pytest.mark.benchmark(group="merge-1e9-blocks")
+def test_merge_spans(benchmark):
+    """The merge from mass intervals (DepRound from the sketch) over a 1e9 pool's leftovers."""
+    from rad import _core
+
+    ids, lo, hi = _leftovers()
+    ok = benchmark(_core.merge_spans, ids, lo, hi, 12345, 1000)[0]
+    assert ok
+
+
+@pytest.mark.benchmark(group="merge-1e9-blocks")
+def test_merge_exact_baseline(benchmark):
+    """The exact merge of the same leftovers (the plain DepRound's): the baseline of the ratio."""
+    from rad import _core
+
+    ids, lo, _ = _leftovers()
+    taken, _last = benchmark(_core.merge_leftovers, ids, lo / 2.0**46, 12345, 1000)
+    assert len(taken) >= 999
