@@ -1144,14 +1144,13 @@ def _bracketed(gains, losses, w, m, threads, ulo, uhi):
 
 #: Points in the device's bracket sample (runs of 64): a quarter of the CPU's, since the
 #: host sorts it while the GPU waits (the bracket only steers speed, never the answer).
-#: (2^16 at 1e9 was measured on the H200: the float32 pass 0.6 ms faster, the sample
-#: 2.4 ms slower on the host.)
 _SAMPLE = 1 << 14
 #: The larger sample, from :data:`_SAMPLE_BIG_FROM` points: its bracket holds half as many
-#: points (width ~ 1 / sqrt(sample)), and each point inside costs the search pass three
-#: shared-memory atomics. At 1e9 the sampled bracket's pass took 4.8 ms against 2.6 ms
-#: with an empty one on the H200 (``benchmarks/RESULTS.md``); the sample's host sort and
-#: scan grow by about 0.3 ms, which pays from a few 1e8 points.
+#: points (width ~ 1 / sqrt(sample)), each of which costs the search pass work. On the
+#: H200 at 1e9 (``benchmarks/RESULTS.md``, the seventeenth session) the pass binning in
+#: shared memory took 4.19 ms against 4.78 with the smaller sample, and the host step
+#: (gather, copy, sort, scan) 0.99 ms against 0.45: about even. The queued pass, which
+#: runs there now, was timed with this sample only (3.80 ms).
 _SAMPLE_BIG, _SAMPLE_BIG_FROM = 1 << 16, 1 << 28
 
 
