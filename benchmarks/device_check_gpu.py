@@ -90,7 +90,9 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
 
     With the sampled bracket (as ``rad.select`` runs it), with an empty bracket below every
     positive gain (every point "above": no bin atomics, the same arithmetic), and with
-    half and twice the resident grid: which of atomics, arithmetic or occupancy bounds it.
+    half and twice the grid: which of atomics, arithmetic or occupancy bounds it (the grid
+    is the select's: one wave of the pass where the backend cuts it to one, then also six
+    CUDA blocks an SM as before).
     Also the brackets of a 2^14 and a 2^16 sample, with the host time of their sampling
     step (gather, copy, sort and scan), and the sampled bracket with its inside points
     queued by the pass and binned by a second kernel (``sampled_queued_ms``: both).
@@ -107,8 +109,11 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
     inf_bits = R.full_bracket(nbits)[1]
     ulo, uhi = kern._sample_bracket(d, None, w, m)
     lv, has = kern._losses_arg(None)
-    grid = kern._resident_grid(n)
     fast32 = hasattr(kern, "_fast32") and kern._fast32(d, None, w)  # the pass the search runs
+    resident = kern._resident_grid(n)  # six CUDA blocks an SM
+    grid = resident  # the select's grid: one wave of the pass where the backend cuts it so
+    if hasattr(kern, "_wave_grid"):
+        grid = kern._wave_grid(kern._bracket32_kernel if fast32 else kern._bracket_kernel, n)
 
     fine = kern._FINE32 if fast32 else R.FINE
 
@@ -153,7 +158,10 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
 
     cases = {"sampled_bracket": (ulo, uhi, grid), "empty_bracket": (0, 1, grid),
              "sampled_half_grid": (ulo, uhi, max(1, grid // 2)), "sampled_double_grid": (ulo, uhi, 2 * grid)}
-    out: dict[str, float] = {"bracket_width_bits": float(uhi - ulo), "float32_pass": float(fast32)}
+    out: dict[str, float] = {"bracket_width_bits": float(uhi - ulo), "float32_pass": float(fast32),
+                             "grid": float(grid), "resident_grid": float(resident)}
+    if grid != resident:
+        cases["sampled_resident_grid"] = (ulo, uhi, resident)
     if hasattr(kern, "_sample_size"):  # the brackets of both sample sizes, and their host step
         chosen = kern._sample_size
         for size in (1 << 14, 1 << 16):

@@ -202,6 +202,36 @@ def queued_inside_points_match_numpy() -> None:
 
 
 @check
+def one_wave_grids_match_numpy() -> None:
+    """The grid-stride passes cut to one wave (here two CUDA blocks; on a GPU as many as
+    fit at once): the float32 pass, queueing or not, the general pass, the level loop and
+    the max pass give NumPy's answers."""
+    from numba import cuda
+
+    from rad._backends import cuda_backend as C
+    from rad._backends import numpy_backend as R
+
+    saved = C._wave, C._QUEUE_FROM
+    C._wave = lambda kernel: 2
+    try:
+        g = _pools()[0][1]
+        m = 0.1 * g.shape[0]
+        assert C._wave_grid(C._bracket32_kernel, g.shape[0]) == 2
+        for dtype in (np.float32, np.float64):
+            x = g.astype(dtype)
+            d = cuda.to_device(x)
+            want = R.threshold_search(x, None, 0.6, m)
+            for queue_from in (0, 1 << 62):
+                C._QUEUE_FROM = queue_from
+                got = C.threshold_search(d, None, 0.6, m, 1)
+                assert got[:3] == want[:3], (dtype, queue_from, got, want)
+            assert C.threshold_levels(d, None, 0.6, m, 1)[:3] == want[:3], dtype
+            assert C.max_value(d) == float(x.max())
+    finally:
+        C._wave, C._QUEUE_FROM = saved
+
+
+@check
 def invalid_values_are_found() -> None:
     from numba import cuda
 
@@ -587,7 +617,8 @@ def reused_buffers_never_leak_between_calls() -> None:
 #: two children the parent runs at once; a check not listed counts as 5.
 SECONDS = {"kernels_match_numpy": 18, "brackets_that_miss_fall_back": 10, "select_and_solve_match_numpy": 22,
            "select_spans_blocks": 13, "sketched_depround_matches_numpy": 40, "depround_marginals": 21,
-           "depround_q_matches_numpy": 9, "depround_fixed_point_tiny_q": 13, "queued_inside_points_match_numpy": 9}
+           "depround_q_matches_numpy": 9, "depround_fixed_point_tiny_q": 13, "queued_inside_points_match_numpy": 9,
+           "one_wave_grids_match_numpy": 3}
 
 
 def _share(part: int, parts: int) -> list[str]:
