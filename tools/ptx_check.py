@@ -4,7 +4,9 @@ The CUDA simulator (CI) runs the kernels as Python, so it never type-checks them
 numba-cuda's compiler does. This script records the argument types of every kernel launch
 while ``tests/test_cuda_sim.py``'s checks run on the simulator, then compiles each kernel
 with those types for ``--cc`` (default sm_90, the H100/H200) and reports failures, local
-memory use and ``fma.rn.f64`` instructions other than the exact ``x * 2^46 + 0.5``.
+memory use and ``fma.rn.f64`` instructions other than the exact ``x * 2^46 + 0.5``; where
+``ptxas`` is found (``--ptxas``), also each kernel's registers, shared memory and spills,
+which bound how many of its CUDA blocks fit on an SM.
 
 Needs NVVM and NVRTC (no driver)::
 
@@ -19,6 +21,7 @@ import argparse
 import os
 import pickle
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,8 +67,37 @@ def record(path: str) -> None:
 STEERING_ONLY = {"_bracket32_kernel", "_queue_bins32_kernel"}
 
 
-def compile_all(path: str, cc: tuple[int, int]) -> int:
-    """Compile each recorded (kernel, types) for ``cc``; 1 if any fails."""
+def ptxas_usage(ptx: str, cc: tuple[int, int], ptxas: str) -> str:
+    """Registers, shared memory and spills of ``ptx`` from ``ptxas -v`` (what bounds occupancy).
+
+    A ptxas older than the NVVM that wrote the PTX refuses its ``.version``; the line is
+    lowered to the ptxas's own version then (these kernels use nothing newer).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+        for _ in range(2):
+            with open(src, "w") as fh:
+                fh.write(ptx)
+            run = subprocess.run([ptxas, f"-arch=sm_{cc[0]}{cc[1]}", "-v", src, "-o", out],
+                                 capture_output=True, text=True)
+            found = re.search(r"current version is '([0-9.]+)'", run.stderr)
+            if run.returncode == 0 or not found:
+                break
+            ptx = re.sub(r"^\.version [0-9.]+", f".version {found.group(1)}", ptx, count=1, flags=re.M)
+        if run.returncode != 0:
+            return f"ptxas failed: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else run.returncode}"
+        regs = re.search(r"Used (\d+) registers", run.stderr)
+        smem = re.search(r"(\d+) bytes smem", run.stderr)
+        spill = re.search(r"(\d+) bytes spill stores", run.stderr)
+        return (f"registers {regs.group(1) if regs else '?'}, shared {smem.group(1) if smem else 0} bytes, "
+                f"spills {spill.group(1) if spill else 0} bytes")
+
+
+def compile_all(path: str, cc: tuple[int, int], ptxas: str | None = None) -> int:
+    """Compile each recorded (kernel, types) for ``cc``; 1 if any fails.
+
+    With ``ptxas``, also each kernel's registers, shared memory and spills.
+    """
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import numba.cuda.dispatcher as dispatcher
     from numba import cuda, types
@@ -95,6 +127,8 @@ def compile_all(path: str, cc: tuple[int, int]) -> int:
             note = "  (steering sums only: allowed)" if fmas and name in STEERING_ONLY else ""
             print(f"ok   {name:24s} local memory: {'yes' if '.local' in ptx else 'no '}  "
                   f"other fma.rn.f64: {len(fmas)}{note}")
+            if ptxas:
+                print(f"     {'':24s} {ptxas_usage(ptx, cc, ptxas)}")
     print(f"{failures} failures")
     return 1 if failures else 0
 
@@ -103,12 +137,14 @@ def main() -> int:
     """Record, then compile."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cc", default="9.0", help="compute capability (default 9.0)")
+    ap.add_argument("--ptxas", default=shutil.which("ptxas"),
+                    help="ptxas for registers, shared memory and spills per kernel (default: the one on PATH, if any)")
     args = ap.parse_args()
     cc = tuple(int(x) for x in args.cc.split("."))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "sigs.pkl")
         record(path)
-        return compile_all(path, (cc[0], cc[1]))
+        return compile_all(path, (cc[0], cc[1]), args.ptxas)
 
 
 if __name__ == "__main__":
