@@ -95,7 +95,8 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
     CUDA blocks an SM as before).
     Also the brackets of a 2^14 and a 2^16 sample, with the host time of their sampling
     step (gather, copy, sort and scan), and the sampled bracket with its inside points
-    queued by the pass and binned by a second kernel (``sampled_queued_ms``: both).
+    queued by the pass and binned by a second kernel (``sampled_queued_ms``: both), also
+    with the pass compiled for at most 48 and 40 registers a thread.
     """
     import numpy as np
     from numba import cuda
@@ -119,7 +120,7 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
 
     queues = hasattr(kern, "_queue_cap")  # this tree's float32 pass can queue its inside points
 
-    def once(lo: int, hi: int, blocks: int, inside: float | None = None) -> float:
+    def once(lo: int, hi: int, blocks: int, inside: float | None = None, pass_kernel: Any = None) -> float:
         sh = R.bracket_shift(lo, hi, fine) if fast32 else R.bracket_shift(lo, hi)
         cnt = kern._full(fine, 0, np.int64)
         hh = kern._full(fine, 0.0, np.float64)
@@ -133,7 +134,7 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
         start, stop = cuda.event(), cuda.event()
         start.record()
         if fast32 and queues:  # the pass (queueing or binning), then the queue's bins
-            kern._bracket32_kernel[blocks, kern._TPB](
+            (pass_kernel or kern._bracket32_kernel)[blocks, kern._TPB](
                 raw, n, float(w), 1.0 / (1.0 + w), np.uint32(lo), np.uint32(hi), np.uint32(sh), cnt, hh, mnb, scal,
                 icnt, queue, qcount, np.int64(cap), cap > 0,
             )
@@ -189,6 +190,19 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
             out["queue_cap"] = float(kern._queue_cap(n, grid, inside))
             once(ulo, uhi, grid, inside)
             out["sampled_queued_ms"] = statistics.median(once(ulo, uhi, grid, inside) for _ in range(max(1, repeats)))
+            # the same pass compiled with fewer registers a thread (ptxas, sm_90: 52 as it is;
+            # 48 spill nothing and fit 5 CUDA blocks an SM, 40 spill a little and fit 6), each
+            # on its own one-wave grid
+            for regs in (48, 40):
+                try:
+                    k = cuda.jit(max_registers=regs)(kern._bracket32_kernel.py_func)
+                except TypeError:  # numba's simulator takes no register limit
+                    break
+                once(ulo, uhi, resident, inside, k)  # compiled
+                blocks = kern._wave_grid(k, n)
+                out[f"queued_{regs}_registers_grid"] = float(blocks)
+                out[f"queued_{regs}_registers_ms"] = statistics.median(
+                    once(ulo, uhi, blocks, inside, k) for _ in range(max(1, repeats)))
         finally:
             kern._QUEUE_FROM = saved
     return out

@@ -220,8 +220,8 @@ def _resident_grid(n: int) -> int:
     return max(1, min(-(-n // _TPB), 6 * _sm_count()))
 
 
-#: Per kernel name: how many of its CUDA blocks fit on the GPU at once (see :func:`_wave`).
-_WAVES: dict[str, int] = {}
+#: Per kernel (its ``id``): how many of its CUDA blocks fit on the GPU at once (see :func:`_wave`).
+_WAVES: dict[int, int] = {}
 
 
 def _wave(kernel: Any) -> int | None:
@@ -232,13 +232,13 @@ def _wave(kernel: Any) -> int | None:
     """
     if SIMULATOR:
         return None
-    name = kernel.py_func.__name__
-    if name not in _WAVES:
+    key = id(kernel)  # (the kernels are module globals: they live as long as the process)
+    if key not in _WAVES:
         try:
-            _WAVES[name] = max(1, min(k.max_cooperative_grid_blocks(_TPB) for k in kernel.overloads.values()))
+            _WAVES[key] = max(1, min(k.max_cooperative_grid_blocks(_TPB) for k in kernel.overloads.values()))
         except Exception:  # not compiled yet (no overload), or no occupancy query
             return None
-    return _WAVES[name]
+    return _WAVES[key]
 
 
 def _wave_grid(kernel: Any, n: int) -> int:
