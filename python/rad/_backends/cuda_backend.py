@@ -473,7 +473,7 @@ def _full(n: int, value: Any, dtype: Any, tag: str | None = None) -> Any:
 _SCRATCH: dict[str, Any] = {}
 
 
-def _scratch(tag: str, n: int, dtype: Any) -> Any:
+def _scratch(tag: str, n: int, dtype: Any, at_least: bool = False) -> Any:
     """A device array of ``n`` items, reused across calls (contents undefined).
 
     DepRound's bitmap and chunk totals are an eighth of a byte to a byte per point (250 MB
@@ -482,7 +482,8 @@ def _scratch(tag: str, n: int, dtype: Any) -> Any:
     1e9 call milliseconds of an idle GPU (``benchmarks/gpu_timeline.py``). So the last
     buffer of each tag is kept, per calling thread (:func:`release_scratch` frees them):
     a tag names a buffer that no other live buffer of the same call uses, and that does
-    not outlive the call.
+    not outlive the call. With ``at_least`` the kept buffer may be longer than ``n`` (for
+    kernels that take their extent from other arguments): no view is made.
     """
     dtype = np.dtype(dtype)
     key = f"{tag}@{threading.get_ident()}"  # a thread's own buffers: calls from two threads never share one
@@ -490,7 +491,9 @@ def _scratch(tag: str, n: int, dtype: Any) -> Any:
     if held is None or held.dtype != dtype or held.shape[0] < n:
         _SCRATCH.pop(key, None)
         held = _SCRATCH[key] = cuda.device_array(max(n, 1), dtype)
-    return held if held.shape[0] == n else held[:n]  # (a view is a Python object more: skipped when exact)
+    if at_least or held.shape[0] == n:  # (a view is a Python object more: skipped where it can be)
+        return held
+    return held[:n]
 
 
 def _upload(tag: str, host: np.ndarray) -> Any:
@@ -1098,8 +1101,9 @@ def _bracketed32(gains, w, m, threads, ulo, uhi, inside=None):
                                     (1, np.float64, 0), (3, np.uint64, 0), (1, np.uint64, 0xFF), (1, np.uint64, 0),
                                     (1, np.uint64, 0)])
     cnt, hh_d, mnbits, scal, icnt = out.dev[0], out.dev[1], out.dev[2], out.dev[3], out.buf[3 * _FINE32 + 1:]
-    queue = _scratch("bracket_queue", grid * cap, np.uint32) if cap else _scratch("no_queue", 1, np.uint32)
-    qcount = _scratch("bracket_qcount", grid, np.int64)
+    # (the queues' extent is grid and cap: kept buffers at least that long, never a view)
+    queue = _scratch("bracket_queue", max(1, grid * cap), np.uint32, at_least=True)
+    qcount = _scratch("bracket_qcount", grid, np.int64, at_least=True)
     _bracket32_kernel[grid, _TPB](raw, n, float(w), inv1w, np.uint32(ulo), np.uint32(uhi), np.uint32(sh), cnt, hh_d,
                                   mnbits, scal, icnt, queue, qcount, np.int64(cap), cap > 0)
     if cap:
