@@ -183,10 +183,10 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
         once(lo, hi, blocks)  # compiled and warm
         out[label + "_ms"] = statistics.median(once(lo, hi, blocks) for _ in range(max(1, repeats)))
     if queues and fast32:  # the sampled bracket with its inside points queued, then binned (both kernels)
-        _, _, inside = kern._sample_bracket_inside(d, None, w, m)
         saved = kern._QUEUE_FROM
         kern._QUEUE_FROM = 0
         try:
+            _, _, inside = kern._sample_bracket_inside(d, None, w, m)
             out["queue_cap"] = float(kern._queue_cap(n, grid, inside))
             once(ulo, uhi, grid, inside)
             out["sampled_queued_ms"] = statistics.median(once(ulo, uhi, grid, inside) for _ in range(max(1, repeats)))

@@ -1208,7 +1208,11 @@ def _sample_bracket(gains, losses, w, m):
 
 
 def _sample_bracket_inside(gains, losses, w, m):
-    """:func:`_sample_bracket` and the sample's fraction inside it (``None`` for float64 gains)."""
+    """:func:`_sample_bracket` and the sample's fraction inside it.
+
+    The fraction is ``None`` for float64 gains and for pools too small to queue their
+    inside points (:data:`_QUEUE_FROM`).
+    """
     n = gains.shape[0]
     size = _sample_size(n)
     if n <= size:  # the whole pool: one run
@@ -1223,7 +1227,7 @@ def _sample_bracket_inside(gains, losses, w, m):
 
     lo, hi = _radix.sample_bracket(ys, ls, w, m * count / n, sample=count, rank=_sample_rank)
     inside = None
-    if ys.dtype == np.float32 and count:
+    if ys.dtype == np.float32 and count and n >= _QUEUE_FROM:  # (only a queue is sized from it)
         bits = ys.view(np.uint32)
         bits = np.where(bits == _SIGN32, np.uint32(0), bits)  # -0.0 is 0, as in the pass
         inside = float(np.count_nonzero((bits >= lo) & (bits < hi))) / count
