@@ -232,6 +232,35 @@ def one_wave_grids_match_numpy() -> None:
 
 
 @check
+def lane_layout_whole_blocks_match_numpy() -> None:
+    """The many-block support layout's whole blocks (loaded without bounds checks) and the
+    pool's short last block: per-block sums, counts and minima equal NumPy's, with given
+    losses (float64) and RAD losses (float32)."""
+    from numba import cuda
+
+    from rad._backends import cuda_backend as C
+    from rad._backends import numpy_backend as R
+    from rad._backends.canonical import BLOCK
+
+    rng = np.random.default_rng(17)
+    n = BLOCK + 300
+    tile_max = C._TILE_MAX_BLOCKS
+    C._TILE_MAX_BLOCKS = 0
+    try:
+        for dtype, losses, w in ((np.float64, rng.random(n) * 2 - 0.5, 0.0), (np.float32, None, 0.6)):
+            g = rng.random(n).astype(dtype)
+            g[::97] = 0.0
+            tau = float(np.quantile(g, 0.4))
+            dl = None if losses is None else cuda.to_device(losses)
+            got = C.support_block_sums(cuda.to_device(g), dl, w, tau, 1)
+            want = R.support_block_sums(g, losses, w, tau)
+            for a, b in zip(got, want):
+                assert a.shape == (2,) and np.array_equal(a, b), (dtype, a, b)
+    finally:
+        C._TILE_MAX_BLOCKS = tile_max
+
+
+@check
 def invalid_values_are_found() -> None:
     from numba import cuda
 
@@ -618,7 +647,8 @@ def reused_buffers_never_leak_between_calls() -> None:
 SECONDS = {"kernels_match_numpy": 18, "brackets_that_miss_fall_back": 10, "select_and_solve_match_numpy": 22,
            "select_spans_blocks": 13, "sketched_depround_matches_numpy": 40, "depround_marginals": 21,
            "depround_q_matches_numpy": 9, "depround_fixed_point_tiny_q": 13, "queued_inside_points_match_numpy": 9,
-           "one_wave_grids_match_numpy": 3}
+           "one_wave_grids_match_numpy": 3,
+           "lane_layout_whole_blocks_match_numpy": 10}
 
 
 def _share(part: int, parts: int) -> list[str]:

@@ -817,8 +817,8 @@ if SIMULATOR:
         return np.uint32(u).view(np.float32)
 
     @cuda.jit(device=True)
-    def _approx_rcp(x):
-        return np.float32(1.0) / x
+    def _approx_rcp(x):  # (the pass forms it for every point: 1 where the GPU's would be unused, no warning)
+        return np.float32(1.0) / x if np.float32(2.0**-126) <= x < np.float32(np.inf) else np.float32(1.0)
 
 else:
 
@@ -826,9 +826,26 @@ else:
     def _f32_of_bits(u):
         return _ld.int_as_float(np.int32(u))
 
+    from llvmlite import ir as _ir
+    from numba import types as _nbt
+    from numba.cuda.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def _rcp_approx_ftz(typingctx, x):
+        """PTX ``rcp.approx.ftz.f32`` (1 ulp): a single MUFU.RCP.
+
+        ``fast_fdividef`` adds the scaling of denormal quotients, five more instructions a
+        point, which the normal range never needs.
+        """
+
+        def codegen(context, builder, sig, args):
+            fty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()])
+            return builder.call(_ir.InlineAsm(fty, "rcp.approx.ftz.f32 $0, $1;", "=f,f"), args)
+        return _nbt.float32(_nbt.float32), codegen
+
     @cuda.jit(device=True)
     def _approx_rcp(x):
-        return _ld.fast_fdividef(np.float32(1.0), x)
+        return _rcp_approx_ftz(x)  # type: ignore[call-arg]  # (numba passes the typing context)
 
 
 @cuda.jit(device=True)
@@ -905,6 +922,54 @@ def _pass32_flush(bsum, bcnt, scal, icnt):
     cuda.atomic.add(icnt, 4, bcnt[4])
 
 
+@cuda.jit(device=True)
+def _rcp32(u):
+    """``1 / g`` for the gain with bits ``u``, to ~2^-44 where ``g`` is in ``[2^-126, 2^126)``.
+
+    The single-precision approximate reciprocal and one float64 Newton step; no branch, so
+    that the float32 pass can form it for every point and keep those above the bracket
+    (a warp's lanes split between the kinds of point: a branch would run both paths).
+    Outside that range the value is meaningless (:func:`_steer_inv_a` takes those).
+    """
+    x = _f32_of_bits(u)
+    r = np.float64(_approx_rcp(x))
+    return r + r * (1.0 - np.float64(x) * r)
+
+
+@cuda.jit(device=True)
+def _take32(u, ulo, uhi, sh, w, inv1w, queued, qn, queue, qbase, cap, scnt, sh_, smn,
+            ha, na, nbl, npos, hib, minb):
+    """One point of the float32 pass: its bits ``u`` into the thread's sums and counters.
+
+    Returns the updated ``(ha, na, nbl, npos, hib, minb)``: ``ha`` sums ``1 / g`` (times
+    ``1 / (1 + w)`` once, at the end) over the points above the bracket, ``hib`` is the
+    largest bits seen (NaN, infinities and negative gains are the bits from 0x7F800000,
+    -0.0 aside: the pass reports them from ``hib`` and their sums go unused). Branch-free
+    but for the rare kinds: gains outside the fast reciprocal's range above the bracket,
+    and the points inside the bracket (queued or binned).
+    """
+    u = np.uint32(0) if u == _SIGN32 else u  # -0.0 is 0
+    hib = max(hib, u)
+    above = u >= uhi
+    r = _rcp32(u)
+    if above and np.uint32(u - _FAST_LO) >= np.uint32(_FAST_HI - _FAST_LO):  # subnormal or huge: IEEE
+        r = 1.0 / np.float64(_f32_of_bits(u))
+    ha += r if above else 0.0
+    # (the counters stay 32-bit: numba widens a uint32 sum to 64 bits, two instructions)
+    na = np.uint32(na + np.uint32(above))
+    minb = min(minb, u if above else np.uint32(0xFFFFFFFF))
+    nbl = np.uint32(nbl + np.uint32(u < ulo))
+    npos = np.uint32(npos + np.uint32(u != 0))
+    if not above and u >= ulo:
+        if queued:
+            p = cuda.atomic.add(qn, 0, np.uint32(1))
+            if p < cap:
+                queue[qbase + p] = u
+        else:
+            _bins32_add(scnt, sh_, smn, u, ulo, sh, w, inv1w)
+    return ha, na, nbl, npos, hib, minb
+
+
 @_kernel
 def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icnt, queue, qcount, cap, queued):
     """The bracket's pass for float32 gains with RAD losses (see the note above).
@@ -917,6 +982,11 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
     ``queue[j cap:(j + 1) cap]`` (one shared atomic each) and their count to
     ``qcount[j]``; ``icnt[5]`` is set where a block had more than ``cap``.
     :func:`_queue_bins32_kernel` then bins them with every thread of a warp busy.
+
+    The pass is bound by its instructions, not by memory (the H200's profiler: 74% of
+    issue slots, 27% of DRAM bandwidth, before the points were taken branch-free): each
+    thread's whole steps of :data:`_UNROLL32` points run without bounds checks, and
+    :func:`_take32` keeps the common path free of branches.
     """
     scnt = cuda.shared.array(_FINE32, np.uint32)
     sh_ = cuda.shared.array(_FINE32, np.float64)
@@ -936,40 +1006,27 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
     na = np.uint32(0)
     nbl = np.uint32(0)
     npos = np.uint32(0)
-    bad = np.uint32(0)
+    hib = np.uint32(0)
     minb = np.uint32(0xFFFFFFFF)
     stride = np.uint32(cuda.gridsize(1))
     n32 = np.uint32(n)
     ub = cuda.local.array(_UNROLL32, np.uint32)
     i0 = np.uint32(cuda.grid(1))
-    while i0 < n32:
-        _load32(raw, i0, stride, n32, ub)
+    last = np.uint32(_UNROLL32 - 1) * stride  # (no overflow: _fast32 bounds n plus a step)
+    while i0 + last < n32:  # whole steps: every load in range
+        for k in range(_UNROLL32):  # the loads first: many in flight
+            ub[k] = raw[i0 + np.uint32(k) * stride]
         for k in range(_UNROLL32):
-            if i0 + np.uint32(k) * stride >= n32:
-                break
-            u = ub[k]
-            if u >= np.uint32(0x7F800000):  # NaN, infinities and negatives (the sign bit)
-                if u != _SIGN32:
-                    bad = np.uint32(1)
-                    continue
-                u = np.uint32(0)  # -0.0 is 0
-            if u != 0:
-                npos += np.uint32(1)
-            if u >= uhi:
-                ha += _steer_inv_a(u, w, inv1w)
-                na += np.uint32(1)
-                minb = min(minb, u)
-            elif u < ulo:
-                nbl += np.uint32(1)
-            elif queued:
-                p = cuda.atomic.add(qn, 0, np.uint32(1))
-                if p < cap:
-                    queue[qbase + p] = u
-            else:
-                _bins32_add(scnt, sh_, smn, u, ulo, sh, w, inv1w)
+            ha, na, nbl, npos, hib, minb = _take32(ub[k], ulo, uhi, sh, w, inv1w, queued, qn, queue, qbase, cap,
+                                                   scnt, sh_, smn, ha, na, nbl, npos, hib, minb)
         i0 += np.uint32(_UNROLL32) * stride
-    cuda.atomic.add(bsum, 0, ha)
-    _pass_counts(bcnt, np.uint64(na), np.uint64(nbl), np.uint64(bad), np.uint64(minb))
+    while i0 < n32:  # the last, part step
+        ha, na, nbl, npos, hib, minb = _take32(raw[i0], ulo, uhi, sh, w, inv1w, queued, qn, queue, qbase, cap,
+                                               scnt, sh_, smn, ha, na, nbl, npos, hib, minb)
+        i0 += stride
+    cuda.atomic.add(bsum, 0, ha * inv1w)
+    bad = np.uint64(1) if hib >= np.uint32(0x7F800000) else np.uint64(0)
+    _pass_counts(bcnt, np.uint64(na), np.uint64(nbl), bad, np.uint64(minb))
     cuda.atomic.add(bcnt, 4, np.uint64(npos))
     cuda.syncthreads()
     if not queued:
@@ -1384,6 +1441,19 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
             _sketch_short_row(sketch, blk)
 
 
+@cuda.jit(device=True)
+def _support_term(gi, li, tau, ah, ag, c, mn):
+    """One item into a lane's support sums ``(sum 1/a, sum g/a, count, min a)``, if in the support."""
+    a = _fma_free_add(gi, li)
+    if gi >= tau and a > 0:
+        r = 1.0 / a
+        ah += r
+        ag += _mul(gi, r)
+        c = np.uint32(c + np.uint32(1))  # (32 bits: a lane has 8,192 items)
+        mn = a if a < mn else mn
+    return ah, ag, c, mn
+
+
 #: Items each support-sum lane loads ahead of summing them (loads in flight per thread).
 _PREFETCH = 2 if SIMULATOR else 8
 
@@ -1411,7 +1481,7 @@ def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, coun
     n = g.shape[0]
     ah = 0.0
     ag = 0.0
-    c = 0
+    c = np.uint32(0)
     mn = math.inf
     lo = blk * _BLOCK
     hi = min(n, lo + _BLOCK) if blk < nblk else lo
@@ -1422,23 +1492,24 @@ def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, coun
     first = cuda.blockIdx.x * (_TPB // _LANES) * _BLOCK
     nsteps = min(_BLOCK, n - first + _LANES * _PREFETCH - 1) // (_LANES * _PREFETCH)
     for step in range(nsteps):
-        i0 = lo + lane + step * (_LANES * _PREFETCH)
+        i0 = np.uint64(lo + lane + step * (_LANES * _PREFETCH))  # (unsigned: no negative-index wrap)
         # the next _PREFETCH items of this lane are loaded before any is summed: the
         # loads overlap (a lane's sum is a dependent chain; its loads need not be)
-        for k in range(_PREFETCH):
-            i = i0 + k * _LANES
-            buf[k] = np.float64(g[i]) if i < hi else -1.0
-        for k in range(_PREFETCH):
-            i = i0 + k * _LANES
-            if i < hi:
-                gi = buf[k]
-                a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
-                if gi >= tau and a > 0:
-                    r = 1.0 / a
-                    ah += r
-                    ag += _mul(gi, r)
-                    c += 1
-                    mn = min(mn, a)
+        if whole:  # (all but the pool's last block: no bounds checks)
+            for k in range(_PREFETCH):
+                buf[k] = np.float64(g[i0 + np.uint64(k * _LANES)])
+            for k in range(_PREFETCH):
+                i = i0 + np.uint64(k * _LANES)
+                ah, ag, c, mn = _support_term(buf[k], _loss(losses, has_losses, w, i, buf[k]), tau, ah, ag, c, mn)
+        else:
+            for k in range(_PREFETCH):
+                i = i0 + np.uint64(k * _LANES)
+                buf[k] = np.float64(g[i]) if i < np.uint64(hi) else -1.0
+            for k in range(_PREFETCH):
+                i = i0 + np.uint64(k * _LANES)
+                if i < np.uint64(hi):
+                    ah, ag, c, mn = _support_term(buf[k], _loss(losses, has_losses, w, i, buf[k]), tau, ah, ag, c,
+                                                  mn)
         if sketching and (step + 1) % _LANE_STEPS_PER_PART == 0:
             part = (step + 1) // _LANE_STEPS_PER_PART - 1
             half = (part & 1) * _TPB
