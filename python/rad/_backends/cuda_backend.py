@@ -796,14 +796,15 @@ def _bracket_gather_kernel(g, raw, sign, losses, has_losses, w, ulo, uhi, sh, ke
 
 # The float32 pass with RAD losses (a = g + w g, the default on the device): one 32-bit
 # load per point, the ordered bits compared as unsigned 32-bit integers, 32-bit indices,
-# and a reciprocal only for the points at or above the bracket. Its sums only steer
-# decisions that carry a 1e-10 relative margin (radix_select.resolve_gathered), so:
+# and a reciprocal formed for every point (no branch) and kept for those at or above the
+# bracket. Its sums only steer decisions that carry a 1e-10 relative margin
+# (radix_select.resolve_gathered), so:
 # * for g > 0, g / a is 1 / (1 + w) up to two roundings: the sums of g / a are counts
 #   times that constant (on the host);
-# * 1 / a is (1 / g) / (1 + w) up to two roundings, and 1 / g comes from the
-#   single-precision approximate reciprocal (2 ulps) and one float64 Newton step
-#   (relative error below 2^-44), for the normal gains in [2^-126, 2^126]; the others
-#   take the IEEE division of the general pass.
+# * 1 / a is (1 / g) / (1 + w) up to a few roundings (a thread's sum of 1 / g is scaled
+#   once), and 1 / g comes from the single-precision approximate reciprocal (1 ulp) and
+#   one float64 Newton step (relative error below 2^-44), for the normal gains in
+#   [2^-126, 2^126]; the others take the IEEE division 1 / g.
 _FAST_LO = np.uint32(0x00800000)  # 2^-126
 _FAST_HI = np.uint32(0x7E800000)  # 2^126
 _SIGN32 = np.uint32(0x80000000)
@@ -886,7 +887,7 @@ def _bins32_clear(scnt, sh_, smn):
 @cuda.jit(device=True)
 def _bins32_add(scnt, sh_, smn, u, ulo, sh, w, inv1w):
     """The inside point with bits ``u`` into its shared bin: count, sum of ``1 / a``, minimum."""
-    b = np.int32((u - ulo) >> sh)
+    b = np.uint32((u - ulo) >> sh)  # (unsigned: no negative-index wrap)
     cuda.atomic.add(scnt, b, np.uint32(1))
     cuda.atomic.add(sh_, b, _steer_inv_a(u, w, inv1w) if u != 0 else 0.0)
     cuda.atomic.min(smn, b, u)
@@ -961,10 +962,10 @@ def _take32(u, ulo, uhi, sh, w, inv1w, queued, qn, queue, qbase, cap, scnt, sh_,
     nbl = np.uint32(nbl + np.uint32(u < ulo))
     npos = np.uint32(npos + np.uint32(u != 0))
     if not above and u >= ulo:
-        if queued:
+        if queued:  # (unsigned offsets: no negative-index wrap in the store)
             p = cuda.atomic.add(qn, 0, np.uint32(1))
             if p < cap:
-                queue[qbase + p] = u
+                queue[qbase + np.uint64(p)] = u
         else:
             _bins32_add(scnt, sh_, smn, u, ulo, sh, w, inv1w)
     return ha, na, nbl, npos, hib, minb
@@ -1001,7 +1002,8 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
         _pass32_clear(bsum, bcnt)
         qn[0] = np.uint32(0)
     cuda.syncthreads()
-    qbase = np.int64(cuda.blockIdx.x) * cap
+    qbase = np.uint64(cuda.blockIdx.x) * np.uint64(cap)
+    capu = np.uint32(cap)  # (at most an eighth of the pool a grid: _queue_cap)
     ha = 0.0
     na = np.uint32(0)
     nbl = np.uint32(0)
@@ -1017,11 +1019,11 @@ def _bracket32_kernel(raw, n, w, inv1w, ulo, uhi, sh, cnt, hh, mnbits, scal, icn
         for k in range(_UNROLL32):  # the loads first: many in flight
             ub[k] = raw[i0 + np.uint32(k) * stride]
         for k in range(_UNROLL32):
-            ha, na, nbl, npos, hib, minb = _take32(ub[k], ulo, uhi, sh, w, inv1w, queued, qn, queue, qbase, cap,
+            ha, na, nbl, npos, hib, minb = _take32(ub[k], ulo, uhi, sh, w, inv1w, queued, qn, queue, qbase, capu,
                                                    scnt, sh_, smn, ha, na, nbl, npos, hib, minb)
         i0 += np.uint32(_UNROLL32) * stride
     while i0 < n32:  # the last, part step
-        ha, na, nbl, npos, hib, minb = _take32(raw[i0], ulo, uhi, sh, w, inv1w, queued, qn, queue, qbase, cap,
+        ha, na, nbl, npos, hib, minb = _take32(raw[i0], ulo, uhi, sh, w, inv1w, queued, qn, queue, qbase, capu,
                                                scnt, sh_, smn, ha, na, nbl, npos, hib, minb)
         i0 += stride
     cuda.atomic.add(bsum, 0, ha * inv1w)
@@ -1441,19 +1443,6 @@ def _support_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, counts, m
             _sketch_short_row(sketch, blk)
 
 
-@cuda.jit(device=True)
-def _support_term(gi, li, tau, ah, ag, c, mn):
-    """One item into a lane's support sums ``(sum 1/a, sum g/a, count, min a)``, if in the support."""
-    a = _fma_free_add(gi, li)
-    if gi >= tau and a > 0:
-        r = 1.0 / a
-        ah += r
-        ag += _mul(gi, r)
-        c = np.uint32(c + np.uint32(1))  # (32 bits: a lane has 8,192 items)
-        mn = a if a < mn else mn
-    return ah, ag, c, mn
-
-
 #: Items each support-sum lane loads ahead of summing them (loads in flight per thread).
 _PREFETCH = 2 if SIMULATOR else 8
 
@@ -1481,7 +1470,7 @@ def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, coun
     n = g.shape[0]
     ah = 0.0
     ag = 0.0
-    c = np.uint32(0)
+    c = 0
     mn = math.inf
     lo = blk * _BLOCK
     hi = min(n, lo + _BLOCK) if blk < nblk else lo
@@ -1492,24 +1481,23 @@ def _support_lane_kernel(g, losses, has_losses, w, tau, nblk, tot_h, tot_g, coun
     first = cuda.blockIdx.x * (_TPB // _LANES) * _BLOCK
     nsteps = min(_BLOCK, n - first + _LANES * _PREFETCH - 1) // (_LANES * _PREFETCH)
     for step in range(nsteps):
-        i0 = np.uint64(lo + lane + step * (_LANES * _PREFETCH))  # (unsigned: no negative-index wrap)
+        i0 = lo + lane + step * (_LANES * _PREFETCH)
         # the next _PREFETCH items of this lane are loaded before any is summed: the
         # loads overlap (a lane's sum is a dependent chain; its loads need not be)
-        if whole:  # (all but the pool's last block: no bounds checks)
-            for k in range(_PREFETCH):
-                buf[k] = np.float64(g[i0 + np.uint64(k * _LANES)])
-            for k in range(_PREFETCH):
-                i = i0 + np.uint64(k * _LANES)
-                ah, ag, c, mn = _support_term(buf[k], _loss(losses, has_losses, w, i, buf[k]), tau, ah, ag, c, mn)
-        else:
-            for k in range(_PREFETCH):
-                i = i0 + np.uint64(k * _LANES)
-                buf[k] = np.float64(g[i]) if i < np.uint64(hi) else -1.0
-            for k in range(_PREFETCH):
-                i = i0 + np.uint64(k * _LANES)
-                if i < np.uint64(hi):
-                    ah, ag, c, mn = _support_term(buf[k], _loss(losses, has_losses, w, i, buf[k]), tau, ah, ag, c,
-                                                  mn)
+        for k in range(_PREFETCH):
+            i = i0 + k * _LANES
+            buf[k] = np.float64(g[i]) if i < hi else -1.0
+        for k in range(_PREFETCH):
+            i = i0 + k * _LANES
+            if i < hi:
+                gi = buf[k]
+                a = _fma_free_add(gi, _loss(losses, has_losses, w, i, gi))
+                if gi >= tau and a > 0:
+                    r = 1.0 / a
+                    ah += r
+                    ag += _mul(gi, r)
+                    c += 1
+                    mn = min(mn, a)
         if sketching and (step + 1) % _LANE_STEPS_PER_PART == 0:
             part = (step + 1) // _LANE_STEPS_PER_PART - 1
             half = (part & 1) * _TPB
