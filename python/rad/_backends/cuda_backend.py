@@ -930,7 +930,7 @@ def _rcp32(u):
     The single-precision approximate reciprocal and one float64 Newton step; no branch, so
     that the float32 pass can form it for every point and keep those above the bracket
     (a warp's lanes split between the kinds of point: a branch would run both paths).
-    Outside that range the value is meaningless (:func:`_steer_inv_a` takes those).
+    Outside that range the value is meaningless (:func:`_take32` divides there).
     """
     x = _f32_of_bits(u)
     r = np.float64(_approx_rcp(x))
