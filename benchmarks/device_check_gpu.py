@@ -93,10 +93,11 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
     half and twice the grid: which of atomics, arithmetic or occupancy bounds it (the grid
     is the select's: one wave of the pass where the backend cuts it to one, then also six
     CUDA blocks an SM as before).
-    Also the brackets of a 2^14 and a 2^16 sample, with the host time of their sampling
-    step (gather, copy, sort and scan), and the sampled bracket with its inside points
-    queued by the pass and binned by a second kernel (``sampled_queued_ms``: both), also
-    with the pass compiled for at most 48 and 40 registers a thread.
+    Also the brackets of a 2^14, a 2^16 and a 2^18 sample, with the host time of their
+    sampling step (gather, copy, sort and scan), and the sampled bracket with its inside
+    points queued by the pass and binned by a second kernel (``sampled_queued_ms``: both),
+    also with each sample size's bracket (``sample_<size>_queued_ms``, and the sample's
+    fraction inside).
     """
     import numpy as np
     from numba import cuda
@@ -165,7 +166,7 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
         cases["sampled_resident_grid"] = (ulo, uhi, resident)
     if hasattr(kern, "_sample_size"):  # the brackets of both sample sizes, and their host step
         chosen = kern._sample_size
-        for size in (1 << 14, 1 << 16):
+        for size in (1 << 14, 1 << 16, 1 << 18):
             kern._sample_size = lambda _n, s=size: s
             try:
                 times = []
@@ -190,19 +191,21 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
             out["queue_cap"] = float(kern._queue_cap(n, grid, inside))
             once(ulo, uhi, grid, inside)
             out["sampled_queued_ms"] = statistics.median(once(ulo, uhi, grid, inside) for _ in range(max(1, repeats)))
-            # the same pass compiled with fewer registers a thread (ptxas, sm_90: 52 as it is;
-            # 48 spill nothing and fit 5 CUDA blocks an SM, 40 spill a little and fit 6), each
-            # on its own one-wave grid
-            for regs in (48, 40):
-                try:
-                    k = cuda.jit(max_registers=regs)(kern._bracket32_kernel.py_func)
-                except TypeError:  # numba's simulator takes no register limit
-                    break
-                once(ulo, uhi, resident, inside, k)  # compiled
-                blocks = kern._wave_grid(k, n)
-                out[f"queued_{regs}_registers_grid"] = float(blocks)
-                out[f"queued_{regs}_registers_ms"] = statistics.median(
-                    once(ulo, uhi, blocks, inside, k) for _ in range(max(1, repeats)))
+            # the queued pass with each sample size's bracket: a narrower bracket leaves fewer
+            # warps with an inside point to queue (the pass is short of issue slots), for a
+            # longer host step (sample_<size>_step_ms above)
+            if hasattr(kern, "_sample_size"):
+                chosen = kern._sample_size
+                for size in (1 << 14, 1 << 16, 1 << 18):
+                    kern._sample_size = lambda _n, s=size: s
+                    try:
+                        lo_s, hi_s, inside_s = kern._sample_bracket_inside(d, None, w, m)
+                    finally:
+                        kern._sample_size = chosen
+                    out[f"sample_{size}_inside"] = float(inside_s)
+                    once(lo_s, hi_s, grid, inside_s)
+                    out[f"sample_{size}_queued_ms"] = statistics.median(
+                        once(lo_s, hi_s, grid, inside_s) for _ in range(max(1, repeats)))
         finally:
             kern._QUEUE_FROM = saved
     return out
