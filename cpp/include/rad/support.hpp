@@ -271,12 +271,27 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
                 mv = select(in & (a < mv), a, mv);
             }
 #endif
+            // Collecting: the lanes of the collected range (a few hundred points of the pool:
+            // rarely any), appended by the caller of a run. Two compares into a mask
+            // register; the vector compares, their AND and a movemask, with a branch every
+            // eight items, made the collecting pass 20.3 ms against 13.3 without (1e8, one
+            // thread), 16.8 so.
             if constexpr (Collecting) {
-                const unsigned hit = movemask((x >= clo) & (x < chi));
-                if (hit)
-                    for (int j = 0; j < kLanes; ++j)
-                        if (hit >> j & 1u) collect.out->push_back(p + j);
+#if defined(__AVX512F__)
+                return static_cast<unsigned>(_mm512_mask_cmp_pd_mask(
+                    _mm512_cmp_pd_mask(reinterpret_cast<__m512d>(x), reinterpret_cast<__m512d>(clo), _CMP_GE_OQ),
+                    reinterpret_cast<__m512d>(x), reinterpret_cast<__m512d>(chi), _CMP_LT_OQ));
+#else
+                return movemask((x >= clo) & (x < chi));
+#endif
+            } else {
+                return 0u;
             }
+        };
+        // The collected items of a run of steps from `p`, given their hit masks OR-ed at
+        // each step's offset (bit q + j: item p + q + j).
+        auto append = [&](std::int64_t p, std::uint64_t hits) {
+            for (; hits; hits &= hits - 1) collect.out->push_back(p + __builtin_ctzll(hits));
         };
         constexpr std::int64_t kRun = 64;
         const bool sketching = sketch != nullptr && hi - lo == kBlock;
@@ -287,9 +302,14 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
             }
             prefetch_lines(g + i, kRun * sizeof(T));
             if (L.values) prefetch_lines(L.values + i, kRun * sizeof(double));
-            for (std::int64_t q = 0; q < kRun; q += kLanes) step8(i + q);
+            std::uint64_t hits = 0;
+            for (std::int64_t q = 0; q < kRun; q += kLanes) hits |= static_cast<std::uint64_t>(step8(i + q)) << q;
+            if (Collecting && hits) append(i, hits);
         }
-        for (; i + kLanes <= hi; i += kLanes) step8(i);
+        for (; i + kLanes <= hi; i += kLanes) {
+            const unsigned hits = step8(i);
+            if (Collecting && hits) append(i, hits);
+        }
         for (int j = 0; j < kLanes; ++j) lh[j] = hv[j], lg[j] = sv[j], mn[j] = mv[j], c[j] = cv[j];
     }
     for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
