@@ -1,0 +1,71 @@
+// The C++ select's stages on one pool, timed inside one process (no Python): the sample,
+// the float32 first pass, threshold_support (sample + first pass + the collecting support
+// pass + the blocks summed again), one plain read (stream_sum), the support pass alone
+// (1/a and the count, as threshold_support runs it with RAD losses), the collecting pass
+// with and without the DepRound sketch, and how many blocks threshold_support sums twice.
+// Float32 uniform gains, m = MFRAC n (default 0.3), RAD losses w = 1 - m/n.
+//   g++ -O3 -march=native -ffp-contract=off -fopenmp -DRAD_HAVE_OPENMP -Icpp/include \
+//       -o /tmp/cpp_stages benchmarks/cpp_stages.cpp
+//   /tmp/cpp_stages [N=1e8] [THREADS=1] [MFRAC=0.3]
+#include "rad/threshold.hpp"
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <vector>
+using namespace rad;
+int main(int argc, char** argv) {
+    long n = argc > 1 ? static_cast<long>(atof(argv[1])) : 100000000; int threads = argc > 2 ? atoi(argv[2]) : 1;
+    double mfrac = argc > 3 ? atof(argv[3]) : 0.3;
+    std::vector<float> g(n);
+    std::mt19937_64 rng(0); std::uniform_real_distribution<float> U(0, 1);
+    for (auto& x : g) x = U(rng);
+    double m = mfrac * n, w = 1.0 - m / n;
+    Losses L{nullptr, w};
+    auto now = [] { return std::chrono::steady_clock::now(); };
+    auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    for (int rep = 0; rep < 5; ++rep) {
+        auto t0 = now();
+        auto br = sample_bracket(g.data(), L, n, m, threads);
+        auto t1 = now();
+        auto loc = first_pass(g.data(), L, n, m, threads, br, kApproxMarginBits);
+        auto t2 = now();
+        auto ss = threshold_support(g.data(), L, n, m, 1000, threads);
+        auto t3 = now();
+        double s = stream_sum(g.data(), n, threads);
+        auto t4 = now();
+        auto bs = support_block_sums<float, false>(g.data(), L, n, ss.search.tau, threads);
+        auto t5 = now();
+        BlockSums bs2(num_blocks(n));
+        std::vector<std::vector<std::int64_t>> hits(static_cast<size_t>(num_blocks(n)));
+        std::vector<double> sk(static_cast<size_t>(num_blocks(n) * kSketchParts));
+        auto t6 = now();
+        for_each_block(n, threads, [&](std::int64_t blk) {
+            Collect<float> c{loc.bin_lo, loc.bin_hi, &hits[static_cast<size_t>(blk)]};
+            support_block<true, float, false>(g.data(), L, n, blk, static_cast<double>(loc.bin_hi), bs2, c, sk.data() + blk * kSketchParts);
+        });
+        auto t7 = now();
+        auto t8 = now();
+        for_each_block(n, threads, [&](std::int64_t blk) {
+            Collect<float> c{loc.bin_lo, loc.bin_hi, &hits[static_cast<size_t>(blk)]};
+            support_block<true, float, false>(g.data(), L, n, blk, static_cast<double>(loc.bin_hi), bs2, c, nullptr);
+        });
+        auto t9 = now();
+        for_each_block(n, threads, [&](std::int64_t blk) {
+            support_block<false, float, false>(g.data(), L, n, blk, static_cast<double>(loc.bin_hi), bs2, {}, sk.data() + blk * kSketchParts);
+        });
+        auto t10 = now();
+        std::printf("collecting+sketch %.1f  collecting only %.1f  sketch only %.1f ms\n", ms(t6, t7), ms(t8, t9), ms(t9, t10));
+        // blocks holding a boundary-bin point at or above tau: the ones threshold_support sums twice
+        long redo = 0, nb = num_blocks(n), inbin = 0;
+        if (!loc.done) {
+            for (long blk = 0; blk < nb; ++blk) {
+                bool hit = false;
+                for (long i = blk * kBlock; i < std::min(n, (blk + 1) * kBlock); ++i)
+                    if (g[i] >= loc.bin_lo && g[i] < loc.bin_hi) { ++inbin; if (g[i] >= ss.search.tau) hit = true; }
+                redo += hit;
+            }
+        }
+        std::printf("sample %.1f  first_pass %.1f  threshold_support %.1f  read %.1f  support(H only) %.1f ms | done %d bin_count %ld in-bin %ld redo %ld of %ld blocks (%g)\n",
+                    ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4), ms(t4, t5), (int)loc.done, (long)loc.bin_count, inbin, redo, nb, s + bs.h[0]);
+    }
+}
