@@ -1,11 +1,20 @@
-"""One warm ``rad.select`` on device-resident gains, for a kernel profiler to attach to.
+"""Warm ``rad.select`` calls on device-resident gains, for a kernel profiler to attach to.
 
-    ncu -k regex:'bracket_kernel|chunk_kernel|support_kernel' --launch-skip 3 --launch-count 3 \
-        --section SpeedOfLight --section Occupancy --section WarpStateStats \
-        python benchmarks/gpu_kernel_profile.py --n 1e8
+The eighteenth session's reading of the two big passes at 1e9 on the H200 (``benchmarks/
+RESULTS.md``) came from (rad built into ``/tmp/site``; run from outside the checkout so
+that the built rad, with its compiled core, is the one imported)::
 
-Draws float32 uniform gains on the GPU (PyTorch), runs ``rad.select`` twice (the first
-call compiles), and prints the time of the second.
+    cd /tmp && PYTHONPATH=/tmp/site ncu --clock-control none \
+        -k regex:'bracket32_kernel|support_lane_kernel' --launch-skip 2 --launch-count 2 \
+        --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+        --section InstructionStats --section Occupancy --section LaunchStats \
+        python /path/to/checkout/benchmarks/gpu_kernel_profile.py --n 1e9 --calls 2
+
+(``--launch-skip`` counts the matching launches only: 2 skips the first call's, which
+also compiles.) Add ``--section SourceCounters`` for instructions per source line.
+
+Draws float32 uniform gains on the GPU (PyTorch), runs ``rad.select`` ``--calls`` times
+(the first compiles), and prints the time of each.
 """
 
 from __future__ import annotations
