@@ -850,14 +850,25 @@ else:
 
 
 @cuda.jit(device=True)
+def _rcp32(u):
+    """``1 / g`` for the gain with bits ``u``, to ~2^-44 where ``g`` is in ``[2^-126, 2^126)``.
+
+    The single-precision approximate reciprocal and one float64 Newton step; no branch, so
+    that the float32 pass can form it for every point and keep those above the bracket
+    (a warp's lanes split between the kinds of point: a branch would run both paths).
+    Outside that range the value is meaningless (:func:`_take32` divides there).
+    """
+    x = _f32_of_bits(u)
+    r = np.float64(_approx_rcp(x))
+    return r + r * (1.0 - np.float64(x) * r)
+
+
+@cuda.jit(device=True)
 def _steer_inv_a(u, w, inv1w):
     """``1 / a`` with ``a = g + w g`` for the gain with bits ``u`` (> 0), to ~2^-44."""
-    x = _f32_of_bits(u)
-    gd = np.float64(x)
     if u >= _FAST_LO and u < _FAST_HI:
-        r = np.float64(_approx_rcp(x))
-        r = r + r * (1.0 - gd * r)
-        return r * inv1w
+        return _rcp32(u) * inv1w
+    gd = np.float64(_f32_of_bits(u))
     a = gd + w * gd
     return 1.0 / a if a > 0 else 0.0
 
@@ -921,20 +932,6 @@ def _pass32_flush(bsum, bcnt, scal, icnt):
     cuda.atomic.add(scal, 0, bsum[0])
     _pass_counts(icnt, bcnt[0], bcnt[1], bcnt[2], bcnt[3])
     cuda.atomic.add(icnt, 4, bcnt[4])
-
-
-@cuda.jit(device=True)
-def _rcp32(u):
-    """``1 / g`` for the gain with bits ``u``, to ~2^-44 where ``g`` is in ``[2^-126, 2^126)``.
-
-    The single-precision approximate reciprocal and one float64 Newton step; no branch, so
-    that the float32 pass can form it for every point and keep those above the bracket
-    (a warp's lanes split between the kinds of point: a branch would run both paths).
-    Outside that range the value is meaningless (:func:`_take32` divides there).
-    """
-    x = _f32_of_bits(u)
-    r = np.float64(_approx_rcp(x))
-    return r + r * (1.0 - np.float64(x) * r)
 
 
 @cuda.jit(device=True)
