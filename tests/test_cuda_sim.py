@@ -233,9 +233,9 @@ def one_wave_grids_match_numpy() -> None:
 
 @check
 def lane_layout_whole_blocks_match_numpy() -> None:
-    """The many-block support layout's whole blocks (loaded without bounds checks) and the
-    pool's short last block: per-block sums, counts and minima equal NumPy's, with given
-    losses (float64) and RAD losses (float32)."""
+    """The many-block support layout (a thread per lane) over whole blocks and the pool's
+    short last block: per-block sums, counts and minima equal NumPy's, with given losses
+    (float64) and RAD losses (float32)."""
     from numba import cuda
 
     from rad._backends import cuda_backend as C
@@ -647,8 +647,7 @@ def reused_buffers_never_leak_between_calls() -> None:
 SECONDS = {"kernels_match_numpy": 18, "brackets_that_miss_fall_back": 10, "select_and_solve_match_numpy": 22,
            "select_spans_blocks": 13, "sketched_depround_matches_numpy": 40, "depround_marginals": 21,
            "depround_q_matches_numpy": 9, "depround_fixed_point_tiny_q": 13, "queued_inside_points_match_numpy": 9,
-           "one_wave_grids_match_numpy": 3,
-           "lane_layout_whole_blocks_match_numpy": 10}
+           "one_wave_grids_match_numpy": 3, "lane_layout_whole_blocks_match_numpy": 10}
 
 
 def _share(part: int, parts: int) -> list[str]:
