@@ -164,22 +164,31 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
                              "grid": float(grid), "resident_grid": float(resident)}
     if grid != resident:
         cases["sampled_resident_grid"] = (ulo, uhi, resident)
-    if hasattr(kern, "_sample_size"):  # the brackets of both sample sizes, and their host step
+    sizes = (1 << 14, 1 << 16, 1 << 18) if hasattr(kern, "_sample_size") else ()
+
+    def with_sample(size: int, fn: Callable[[], Any]) -> Any:
+        """``fn()`` with the backend's bracket sample set to ``size`` points."""
         chosen = kern._sample_size
-        for size in (1 << 14, 1 << 16, 1 << 18):
-            kern._sample_size = lambda _n, s=size: s
-            try:
-                times = []
-                for _ in range(max(3, repeats)):
-                    cuda.synchronize()
-                    t0 = time.perf_counter()
-                    lo_s, hi_s = kern._sample_bracket(d, None, w, m)
-                    times.append(time.perf_counter() - t0)
-            finally:
-                kern._sample_size = chosen
-            out[f"sample_{size}_step_ms"] = statistics.median(times) * 1e3
-            out[f"sample_{size}_width_bits"] = float(hi_s - lo_s)
-            cases[f"sample_{size}_bracket"] = (lo_s, hi_s, grid)
+        kern._sample_size = lambda _n: size
+        try:
+            return fn()
+        finally:
+            kern._sample_size = chosen
+
+    def sample_step() -> tuple[float, tuple[int, int]]:
+        times = []
+        for _ in range(max(3, repeats)):
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            bracket = kern._sample_bracket(d, None, w, m)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times), bracket
+
+    for size in sizes:  # each sample size's bracket, and its host step
+        step, (lo_s, hi_s) = with_sample(size, sample_step)
+        out[f"sample_{size}_step_ms"] = step * 1e3
+        out[f"sample_{size}_width_bits"] = float(hi_s - lo_s)
+        cases[f"sample_{size}_bracket"] = (lo_s, hi_s, grid)
     for label, (lo, hi, blocks) in cases.items():
         once(lo, hi, blocks)  # compiled and warm
         out[label + "_ms"] = statistics.median(once(lo, hi, blocks) for _ in range(max(1, repeats)))
@@ -194,18 +203,12 @@ def bracket_probe(d: Any, w: float, m: float, repeats: int) -> dict[str, float]:
             # the queued pass with each sample size's bracket: a narrower bracket leaves fewer
             # warps with an inside point to queue (the pass is short of issue slots), for a
             # longer host step (sample_<size>_step_ms above)
-            if hasattr(kern, "_sample_size"):
-                chosen = kern._sample_size
-                for size in (1 << 14, 1 << 16, 1 << 18):
-                    kern._sample_size = lambda _n, s=size: s
-                    try:
-                        lo_s, hi_s, inside_s = kern._sample_bracket_inside(d, None, w, m)
-                    finally:
-                        kern._sample_size = chosen
-                    out[f"sample_{size}_inside"] = float(inside_s)
-                    once(lo_s, hi_s, grid, inside_s)
-                    out[f"sample_{size}_queued_ms"] = statistics.median(
-                        once(lo_s, hi_s, grid, inside_s) for _ in range(max(1, repeats)))
+            for size in sizes:
+                lo_s, hi_s, inside_s = with_sample(size, lambda: kern._sample_bracket_inside(d, None, w, m))
+                out[f"sample_{size}_inside"] = float(inside_s)
+                once(lo_s, hi_s, grid, inside_s)
+                out[f"sample_{size}_queued_ms"] = statistics.median(
+                    once(lo_s, hi_s, grid, inside_s) for _ in range(max(1, repeats)))
         finally:
             kern._QUEUE_FROM = saved
     return out
