@@ -27,15 +27,14 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
-import time
 
 import numba as nb
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 from rad._backends.numba_backend import _support_term  # noqa: E402  (the product's term: 1/a, branch-free)
+from timing import median_time  # noqa: E402  (benchmarks/timing.py: this script's folder is on the path)
 
 BLOCK = 1 << 16
 _MANT = np.uint64((1 << 52) - 1)
@@ -104,12 +103,8 @@ def exact_total(his: np.ndarray, los: np.ndarray, e_top: int) -> float:
 
 
 def median_ms(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    """:func:`timing.median_time` in milliseconds."""
+    return median_time(fn, repeats) * 1e3
 
 
 def main() -> int:
@@ -157,8 +152,9 @@ def main() -> int:
                  lambda: nbm._support_sums(g, none, False, w, tau, nbm._NO_SKETCH, False), args.repeats)}
         if cpp is not None:
             r["cpp_support_sums_ms"] = median_ms(lambda: cpp.support_sums(g, None, w, tau, th), args.repeats)
-            if hasattr(cpp, "parallel_sum"):
-                r["cpp_sum_probe_ms"] = median_ms(lambda: cpp.parallel_sum(g, th), args.repeats)
+            from rad import _core
+
+            r["cpp_sum_probe_ms"] = median_ms(lambda: _core.stream_sum(g, th), args.repeats)
         r["fixed_over_numba_h_only"] = r["fixed_ms"] / r["numba_support_h_only_ms"]
         row["rows"].append(r)
         print(json.dumps(r), flush=True)
