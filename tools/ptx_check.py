@@ -199,13 +199,10 @@ def main() -> int:
             ap.error("--sass needs ptxas (--ptxas)")
         os.makedirs(args.sass, exist_ok=True)
     kernels = set(args.kernels) if args.kernels else None
-    if args.sigs:
-        if not os.path.exists(args.sigs):
-            record(args.sigs)
-        return compile_all(args.sigs, (cc[0], cc[1]), args.ptxas, args.sass, kernels)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "sigs.pkl")
-        record(path)
+        path = args.sigs or os.path.join(tmp, "sigs.pkl")
+        if not os.path.exists(path):
+            record(path)
         return compile_all(path, (cc[0], cc[1]), args.ptxas, args.sass, kernels)
 
 
