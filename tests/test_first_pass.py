@@ -341,6 +341,24 @@ def test_search_with_support_sums_across_blocks(kind: str, dtype) -> None:
                 _fused_matches_definition(gains, None, 1.0 - frac, frac * n, b, threads)
 
 
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="the shared read is the C++ backend's")
+def test_search_with_support_sums_with_signed_zeros() -> None:
+    """Float32 pools of several blocks holding +0.0 and -0.0 (valid gains): the first pass
+    recounts the chunks where its extrema saw a zero, and the collecting pass tests its
+    range on magnitude bits, where -0.0 is 0. Among them, pools with few positive gains
+    put tau at the smallest of them, so the collected range reaches down to the zeros."""
+    n = 3 * (1 << 16) + 101
+    r = np.random.default_rng(5)
+    for share, negative in ((0.01, 0.5), (0.5, 0.5), (0.999, 0.5), (0.01, 0.0), (0.01, 1.0)):
+        gains = r.random(n).astype(np.float32)
+        zero = r.random(n) < share
+        gains[zero] = np.where(r.random(int(zero.sum())) < negative, np.float32(-0.0), np.float32(0.0))
+        gains[r.random(n) < 0.001] = np.float32(1e-30)  # tiny positives beside the zeros
+        for frac in (0.001, 0.3, 0.9):
+            for threads in (1, 2):
+                _fused_matches_definition(gains, None, 1.0 - frac, frac * n, 1000, threads)
+
+
 # ------------------------------------------------------------------ the float32 first pass
 #
 # With float32 gains and RAD losses threshold_support's first pass approximates 1/a in
@@ -508,11 +526,13 @@ def test_float32_first_pass_sum_within_its_bound(backend: str, threads: int) -> 
     assert (above, below, positive, unsafe) == (pool.shape[0], 0, pool.shape[0], False)
     rel = (h - exact) / exact
     assert 0.4 * 2.0**-24 <= rel <= 2.0**-21
-    # -0.0 is a valid gain below any bracket: the pass goes on (it is neither unsafe nor positive).
-    z = pool.copy()
-    z[::1000] = -0.0
-    h0, above0, below0, positive0, unsafe0 = _approx_sums(backend, z, 0.25, 0.5, threads)
-    assert (below0, unsafe0) == (z.shape[0] - above0, False) and positive0 == above0 == int(np.count_nonzero(z))
+    # -0.0 and 0.0 are valid gains below any bracket: the pass goes on (neither is unsafe
+    # nor positive), counting them exactly where its extrema saw them.
+    for zero in (np.float32(-0.0), np.float32(0.0)):
+        z = pool.copy()
+        z[::1000] = zero
+        h0, above0, below0, positive0, unsafe0 = _approx_sums(backend, z, 0.25, 0.5, threads)
+        assert (below0, unsafe0) == (z.shape[0] - above0, False) and positive0 == above0 == int(np.count_nonzero(z))
 
 
 # --------------------------------------------------------------- Numba's compress intrinsics
