@@ -708,7 +708,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
     // Each run's four vectors are loaded during the run before it. The compressed stores'
     // addresses depend on the loaded values (through nbuf), and a load issued after such a
     // store waited for it; loaded a run ahead, the loads do not queue behind the stores
-    // (1e8 points in memory, one AMD Zen 5 thread: 19.1 -> 16.8 ms). The last run's
+    // (1e8 points in memory, one AMD Zen 5 thread: 19.0 -> 16.6 ms). The last run's
     // look-ahead reloads itself rather than read past hi.
     const std::int64_t last_run = hi - kRun;
     __m512i ahead[4];
