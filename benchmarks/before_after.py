@@ -1,8 +1,8 @@
 """Before/after: rad.select of two builds of rad, alternated process by process (same machine,
-same minutes). Usage: python benchmarks/before_after.py N REPS OUT.json OLD_PYTHONPATH NEW_PYTHONPATH [capped]
+same minutes). Usage: python benchmarks/before_after.py N REPS OUT.json OLD_PYTHONPATH NEW_PYTHONPATH [WORKLOAD]
 
 The workload is the issue's (m = 0.3 n, b = 1000); with ``capped`` it is the capped path's
-(m = 0.001 n, b = n / 10: caps bind).
+(m = 0.001 n, b = n / 10: caps bind); with ``m=F`` it is m = F n, b = 1000.
 
 Build the old one with: git archive <commit> | tar -x -C /tmp/old; cmake -S /tmp/old -B /tmp/old/build
 -G Ninja; cmake --build /tmp/old/build; cp /tmp/old/build/_core*.so /tmp/old/python/rad/
@@ -18,7 +18,8 @@ import sys, time, statistics, json, numpy as np, rad
 n = int(float(sys.argv[1]))
 g = np.random.default_rng(0).random(n, dtype=np.float32)
 capped = sys.argv[2] == "capped"
-m, b = (0.001 * n, n // 10) if capped else (0.3 * n, 1000)
+frac = float(sys.argv[2][2:]) if sys.argv[2].startswith("m=") else 0.3
+m, b = (0.001 * n, n // 10) if capped else (frac * n, 1000)
 out = {}
 for be in ("cpp", "numba"):
     small = 1 << 20

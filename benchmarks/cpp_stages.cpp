@@ -55,16 +55,22 @@ int main(int argc, char** argv) {
         });
         auto t10 = now();
         std::printf("collecting+sketch %.1f  collecting only %.1f  sketch only %.1f ms\n", ms(t6, t7), ms(t8, t9), ms(t9, t10));
-        // blocks holding a boundary-bin point at or above tau: the ones threshold_support sums twice
+        // blocks holding a point between where the support pass sums from (the first pass's
+        // estimate of tau, else bin_hi) and tau: the ones threshold_support sums twice
         long redo = 0, nb = num_blocks(n), inbin = 0;
         if (!loc.done) {
+            const double from = std::isnan(loc.steer) ? static_cast<double>(loc.bin_hi) : loc.steer;
+            const double lo_r = std::min(from, ss.search.tau), hi_r = std::max(from, ss.search.tau);
             for (long blk = 0; blk < nb; ++blk) {
                 bool hit = false;
-                for (long i = blk * kBlock; i < std::min(n, (blk + 1) * kBlock); ++i)
-                    if (g[i] >= loc.bin_lo && g[i] < loc.bin_hi) { ++inbin; if (g[i] >= ss.search.tau) hit = true; }
+                for (long i = blk * kBlock; i < std::min(n, (blk + 1) * kBlock); ++i) {
+                    inbin += g[i] >= loc.bin_lo && g[i] < loc.bin_hi;
+                    hit |= g[i] >= lo_r && g[i] < hi_r;
+                }
                 redo += hit;
             }
         }
+        std::printf("steer %.9g bin [%.9g, %.9g) tau %.9g\n", loc.steer, (double)loc.bin_lo, (double)loc.bin_hi, ss.search.tau);
         std::printf("sample %.1f  first_pass %.1f  threshold_support %.1f  read %.1f  support(H only) %.1f ms | done %d bin_count %ld in-bin %ld redo %ld of %ld blocks (%g)\n",
                     ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4), ms(t4, t5), (int)loc.done, (long)loc.bin_count, inbin, redo, nb, s + bs.h[0]);
     }

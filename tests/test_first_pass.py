@@ -377,8 +377,8 @@ def _support_hooks() -> dict:
     if "cpp" in BACKENDS:
         from rad import _core
 
-        def cpp(gains, w, m, b, threads, lo, hi, margin_bits):
-            r = _core.threshold_support_bracketed(gains, None, w, m, b, threads, lo, hi, margin_bits)
+        def cpp(gains, w, m, b, threads, lo, hi, margin_bits, steer_at=-1.0):
+            r = _core.threshold_support_bracketed(gains, None, w, m, b, threads, lo, hi, margin_bits, steer_at)
             return (*r[:4], tuple(r[5:9]) if r[4] else None)
 
         out["cpp"] = cpp
@@ -400,8 +400,8 @@ def _support_hooks() -> dict:
 SUPPORT_HOOKS = _support_hooks()
 
 
-def _support_hook_matches(backend, gains, w, m, b, threads, lo, hi, margin_bits) -> int:
-    status, tau, kstar, g_total, sums = SUPPORT_HOOKS[backend](gains, w, m, b, threads, lo, hi, margin_bits)
+def _support_hook_matches(backend, gains, w, m, b, threads, lo, hi, margin_bits, *steer) -> int:
+    status, tau, kstar, g_total, sums = SUPPORT_HOOKS[backend](gains, w, m, b, threads, lo, hi, margin_bits, *steer)
     assert status in (0, 1)
     k_sorted, tau_sorted, g_sorted = _sorted_truth(backend, gains, None, w, m)
     if status == 0:
@@ -430,13 +430,45 @@ def test_float32_first_pass_never_changes_the_answer(backend: str, g, frac, b_fr
         _support_hook_matches(backend, gains, w, m, b, 2, lo, hi, margin_bits)
 
 
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="the steered support pass is the C++ backend's")
+@pytest.mark.parametrize("kind", ["uniform", "coarse_ties", *sorted(LIARS)])
+def test_support_pass_steered_anywhere_in_the_range(kind: str) -> None:
+    """The C++ support pass sums from the first pass's estimate of tau inside the gathered
+    range, subtracts the range's points above it for the resolution, and sums again the
+    blocks holding a point between it and tau. Moved to the range's bottom, a point inside
+    and its top (and left at the estimate), with the default margin and a wide one (many
+    bins gathered: tau far from the steer, on either side), the answer and the sums are the
+    definition's. On uniform gains some runs must actually steer below the top."""
+    from rad import _core
+
+    n = 3 * (1 << 16) + 17
+    r = np.random.default_rng(7)
+    make = {"uniform": lambda: r.random(n), "coarse_ties": lambda: np.round(r.random(n) * 300) / 300,
+            **{k: (lambda f=f: f(n)) for k, f in LIARS.items()}}
+    gains = make[kind]().astype(np.float32)
+    steered = 0
+    for frac in (0.01, 0.3, 0.9):
+        m, w = frac * n, 1.0 - frac
+        _, tau, _ = _sorted_truth("cpp", gains, None, w, m)
+        for lo, hi in ((0.0, float("inf")), (tau * 0.99, tau * 1.01 + 1e-30)):
+            for margin_bits in (4, 20):
+                for steer_at in (-1.0, 0.0, 0.37, 1.0):
+                    for threads in (1, 2):
+                        _support_hook_matches("cpp", gains, w, m, 1000, threads, lo, hi, margin_bits, steer_at)
+                        got = _core.threshold_support_bracketed(gains, None, w, m, 1000, threads, lo, hi, margin_bits,
+                                                                steer_at)
+                        steered += not np.isnan(got[9])
+    assert steered > 0 or kind != "uniform"
+
+
 @pytest.mark.parametrize("backend", sorted(SUPPORT_HOOKS))
 @pytest.mark.parametrize("kind", ["uniform", "coarse_ties", "near_float_max", "near_float_min", *sorted(LIARS)])
 @pytest.mark.parametrize("margin_bits", MARGINS)
 def test_float32_first_pass_across_blocks(backend: str, kind: str, margin_bits: int) -> None:
     """Pools of several blocks with the sample's own bracket and with brackets around tau,
-    at 1 and 2 threads. Gains near FLT_MAX (1/x subnormal in float) and near the smallest
-    normal float take the exact first pass; the answer is the same either way."""
+    at 1 and 2 threads. Gains near FLT_MAX (1/x subnormal in float) take the exact first
+    pass, and those below 2^-125 lie below the float pass's bracket (the walk then checks
+    them, or the radix search decides); the answer is the same either way."""
     n = 3 * (1 << 16) + 17
     r = np.random.default_rng(11)
     make = {

@@ -337,9 +337,12 @@ void bind_for(py::module_& m) {
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("b"), py::arg("threads"));
 
     // Test hook: threshold_support with a chosen bracket [lo, hi) of gain values and the
-    // float32 first pass's margin 2^-margin_bits (wide margins gather many fine bins).
+    // float32 first pass's margin 2^-margin_bits (wide margins gather many fine bins);
+    // steer_at in [0, 1] moves where the support pass sums from within the gathered range
+    // (where the first pass estimated tau), any value giving the same answer; the last
+    // element is where it summed from (NaN: the range's top).
     m.def("threshold_support_bracketed", [](Arr<T> g, OptLosses losses, double w, double m, std::int64_t b, int threads,
-                                            double lo, double hi, int margin_bits) {
+                                            double lo, double hi, int margin_bits, double steer_at) {
         const Losses L = make_losses(losses, w);
         const T* gp = g.data();
         const std::int64_t n = g.size();
@@ -347,12 +350,14 @@ void bind_for(py::module_& m) {
         check_losses(losses, n);
         require(lo >= 0 && hi >= 0 && !std::isnan(lo) && !std::isnan(hi), "the bracket must be non-negative");
         require(margin_bits >= 1 && margin_bits <= 52, "margin_bits must be in [1, 52]");
+        require(steer_at < 0 || steer_at <= 1, "steer_at must be in [0, 1], or negative for the estimate");
         const rad::Bracket<T> br{rad::ordered_bits(static_cast<T>(lo)), rad::ordered_bits(static_cast<T>(hi))};
-        auto r = interruptible(n, [&] { return rad::threshold_support_bracketed(gp, L, n, m, b, threads, br, margin_bits); });
+        auto r = interruptible(
+            n, [&] { return rad::threshold_support_bracketed(gp, L, n, m, b, threads, br, margin_bits, steer_at); });
         return std::make_tuple(r.search.status, r.search.tau, r.search.kstar, r.search.g_total, r.has_sums, r.sums.h,
-                               r.sums.g, r.sums.count, r.sums.min_a);
+                               r.sums.g, r.sums.count, r.sums.min_a, r.steered_from);
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("b"), py::arg("threads"),
-       py::arg("lo"), py::arg("hi"), py::arg("margin_bits"));
+       py::arg("lo"), py::arg("hi"), py::arg("margin_bits"), py::arg("steer_at") = -1.0);
 
     // Test hook: the bracketed first pass with a chosen bracket [lo, hi) of gain values
     // (the above set is g >= hi); a bracket that misses tau must still give the exact answer.

@@ -465,6 +465,9 @@ struct Located {
     T bin_lo{}, bin_hi{};
     std::int64_t bin_count = 0, acc_n = 0;
     double acc_h = 0, acc_g = 0, last_min = 0, pass_d = 0, fail_d = 0, g_total = 0, scale = 0;
+    // Where D's zero is estimated to lie in [bin_lo, bin_hi] (NaN: no estimate). The
+    // support pass of threshold_support sums from there (see threshold_support_bracketed).
+    double steer = std::numeric_limits<double>::quiet_NaN();
     int nt = 1;
 
     ThresholdResult resolve(std::vector<std::pair<double, double>>& items, double m) const {
@@ -845,6 +848,11 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
     const U full_hi = full_bracket<float>().hi;
     br.hi = std::max(U(1), std::min(br.hi, full_hi));
     if (br.lo >= br.hi) br.lo = br.hi - 1;
+    // A bracket reaching below 2^-125 (the sample's, where tau lies among its smallest
+    // gains) starts at 2^-125 instead: the few gains below it, if any, are then below the
+    // bracket, which the walk checks like any others.
+    const U tiny = ordered_bits(0x1p-125f);
+    if (br.lo < tiny && br.hi > tiny) br.lo = tiny;
     const U ulo = br.lo, uhi = br.hi;
     if (!(from_bits<float>(ulo) >= 0x1p-125f) || !(1.0 + w <= 0x1p897)) {  // a = (1 + w) g finite
         out.exact = true;
@@ -865,6 +873,9 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
     auto doubt = [&](double t, double h, std::int64_t k) { return eps * (t * (c * h) + c * static_cast<double>(k) + m); };
     double h = tot.h, fail_ub = -inf, last_min = tot.min;
     std::int64_t k = tot.above;
+    // D~ at the range's upper and lower edges (t_hi, d_hi), (t_lo, d_lo), for the estimate
+    // of D's zero (Located::steer).
+    double t_hi = from_bits<float>(uhi), d_hi = m, t_lo = 0.0, d_lo = inf;
     if (k > 0) {
         const double t = from_bits<float>(uhi), d = d_of(t, h, k);
         if (!std::isfinite(d)) {
@@ -872,6 +883,7 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
             return out;
         }
         if (d < doubt(t, h, k)) return fallback();  // tau above the bracket, or may be
+        d_hi = d;
     }
     auto edge = [&](int b) { return static_cast<double>(from_bits<float>(static_cast<U>(ulo + (static_cast<U>(b) << sh)))); };
     int top = -1, bot = -1, lowest = -1;
@@ -888,6 +900,7 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
             min_above = last_min;
             last_min = bin.min;
             above_range = k;
+            t_hi = t, d_hi = d;
             continue;
         }
         if (top < 0) top = b;
@@ -895,6 +908,7 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
         if (d < -e) {  // D < 0 at the bin's lower edge: tau is in this bin or above
             bot = b;
             fail_ub = d + e;
+            t_lo = t, d_lo = d;
             break;
         }
     }
@@ -904,6 +918,7 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
         in_range = fine[lowest].count;
         above_range -= fine[lowest].count;
         last_min = min_above;
+        d_hi = inf;  // D~ at this bin's upper edge was not kept: no estimate
     }
     if (bot < 0) {
         bot = lowest;
@@ -913,6 +928,7 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
             const double t = from_bits<float>(ulo), d = d_of(t, h, k), e = doubt(t, h, k);
             if (!(d < -e)) return fallback();  // tau may lie below the bracket
             fail_ub = d + e;
+            t_lo = t, d_lo = d;
         }
     }
     if (!std::isfinite(h)) {
@@ -930,6 +946,22 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
     loc.pass_d = std::numeric_limits<double>::quiet_NaN();  // from the support pass
     loc.fail_d = fail_ub, loc.g_total = g_total, loc.scale = m + g_total;
     loc.nt = pass.nt;
+    // Between the range's edges D is continuous and piecewise linear in t, of slope H(>t)
+    // (a point at y adds c/y to H and c to G, and t c/y - c is 0 at t = y), and H barely
+    // changes across the range: D's zero lies where the line through (t_lo, d_lo) and
+    // (t_hi, d_hi) crosses 0, within D~'s error over the slope (a few dozen points of 1e8
+    // uniform gains). tau is the first gain at or above it. threshold_support_bracketed
+    // then subtracts the range's points above the estimate from the support pass's sums,
+    // for sums over g >= bin_hi. Its rounding (at most in_range ulps of H, as resolve_gathered's
+    // own sums of the range) must stay within 1% of resolve_gathered's margin,
+    // 1e-10 (t H + G + m) >= 1e-10 (c k + m): else no estimate.
+    const double h_bound = 2.0 * c * h;  // H~ over g >= bin_lo, with room for its error
+    const bool subtraction_safe = static_cast<double>(in_range + 1) * 0x1p-52 * h_bound *
+                                      static_cast<double>(loc.bin_hi) <= 1e-12 * (c * static_cast<double>(k) + m);
+    if (subtraction_safe && d_hi > 0 && d_lo < 0 && std::isfinite(d_hi) && std::isfinite(d_lo) && t_hi > t_lo) {
+        const double t0 = t_lo + (t_hi - t_lo) * (-d_lo / (d_hi - d_lo));
+        loc.steer = std::min(std::max(t0, static_cast<double>(loc.bin_lo)), static_cast<double>(loc.bin_hi));
+    }
     return out;
 }
 
@@ -971,6 +1003,9 @@ struct SearchSums {
     bool has_sums = false;
     SupportSums sums{};
     std::vector<double> sketch;  // with the sums: the DepRound sketch at tau (support.hpp)
+    // Where the collecting support pass summed from when it was below the gathered range's
+    // top (the first pass's estimate of tau), else NaN.
+    double steered_from = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The first pass for threshold_support: the float32 pass where it applies and decides,
@@ -988,11 +1023,15 @@ Located<T> first_pass(const T* g, Losses L, std::int64_t n, double m, int thread
 
 // threshold_support with a given bracket and margin (tests pass brackets that miss, and
 // wide margins so that the gathered range spans many bins).
+// `steer_at` in [0, 1] (tests) sums from bin_lo + steer_at (bin_hi - bin_lo) where the
+// first pass gave an estimate, in place of the estimate.
 template <class T>
 SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, double m, std::int64_t b, int threads,
-                                       Bracket<T> br, int margin_bits = kApproxMarginBits) {
+                                       Bracket<T> br, int margin_bits = kApproxMarginBits, double steer_at = -1.0) {
     SearchSums out;
-    const Located<T> loc = first_pass(g, L, n, m, threads, br, margin_bits);
+    Located<T> loc = first_pass(g, L, n, m, threads, br, margin_bits);
+    if (steer_at >= 0 && !std::isnan(loc.steer))
+        loc.steer = static_cast<double>(loc.bin_lo) + steer_at * (static_cast<double>(loc.bin_hi) - loc.bin_lo);
     auto wants_sums = [&](const ThresholdResult& r) { return r.status == 0 && r.tau > 0 && b <= r.kstar; };
     // With RAD losses the passes sum only 1/a and the count (rad_support_sums).
     const bool rad = L.values == nullptr;
@@ -1015,6 +1054,11 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
     BlockSums bs(nb);
     std::vector<std::vector<std::int64_t>> hits(static_cast<size_t>(nb));  // boundary points per block
     const double above = static_cast<double>(loc.bin_hi);
+    // The pass sums over g >= from: the first pass's estimate of tau where it gave one, so
+    // that few blocks hold a point between it and tau (each is summed again below: 242 of
+    // 1,526 at 1e8 uniform gains when the pass summed from bin_hi), else bin_hi.
+    const double from = std::isnan(loc.steer) ? above : loc.steer;
+    if (from < above) out.steered_from = from;
     std::vector<double> sketch(static_cast<size_t>(nb * kSketchParts));  // rows redone below with the sums
     // Block blk summed over g >= t into bs (collecting the range's points where asked).
     auto sum_block = [&](std::int64_t blk, double t, auto collecting) {
@@ -1024,7 +1068,7 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
         if (rad) support_block<C, T, false>(g, L, n, blk, t, bs, c, row);
         else support_block<C, T, true>(g, L, n, blk, t, bs, c, row);
     };
-    for_each_block(n, threads, [&](std::int64_t blk) { sum_block(blk, above, std::true_type{}); });
+    for_each_block(n, threads, [&](std::int64_t blk) { sum_block(blk, from, std::true_type{}); });
     if (cancelled()) return out;
     std::vector<std::pair<double, double>> items;
     items.reserve(static_cast<size_t>(loc.bin_count));
@@ -1033,7 +1077,17 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
             const double gi = g[i];
             items.emplace_back(gi, gi + L.at(i, gi));
         }
-    const SupportSums up = totals(bs, above);  // over g >= bin_hi (min_a unused)
+    // The sums over g >= bin_hi (min_a unused): the pass's, less the range's points it
+    // summed (from < bin_hi; approx_locate bounds the rounding this adds).
+    SupportSums over = totals_of(bs);
+    for (const auto& [gi, a] : items)
+        if (gi >= from && a > 0) {
+            const double r = 1.0 / a;
+            over.h -= r;
+            over.g -= gi * r;
+            over.count -= 1;
+        }
+    const SupportSums up = rad ? rad_support_sums(over, L.w, above) : over;
     // D of the smallest gain above the range (the last joining group, where the range's
     // first group fails) from these sums: its own group adds y/a - y/a to D, so the sums
     // may include it. Exact, where the first pass had only a bound.
@@ -1042,10 +1096,13 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
                                   loc.scale);
     if (!wants_sums(out.search)) return out;
     const double tau = out.search.tau;
+    // The blocks holding a point between from and tau (all of them collected) summed again
+    // over g >= tau; the others' sums over g >= from are theirs over g >= tau.
+    const double lo_r = std::min(from, tau), hi_r = std::max(from, tau);
     std::vector<std::int64_t> redo;
     for (std::int64_t blk = 0; blk < nb; ++blk)
         for (std::int64_t i : hits[static_cast<size_t>(blk)])
-            if (static_cast<double>(g[i]) >= tau) {
+            if (static_cast<double>(g[i]) >= lo_r && static_cast<double>(g[i]) < hi_r) {
                 redo.push_back(blk);
                 break;
             }

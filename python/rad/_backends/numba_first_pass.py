@@ -359,6 +359,12 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     ulo, uhi = bracket if bracket is not None else _radix.sample_bracket(gains, None, w, m, rank=_sample_rank)
     uhi = max(1, min(uhi, _radix.full_bracket(32)[1]))
     ulo = min(ulo, uhi - 1)
+    # A bracket reaching below 2^-125 (the sample's, where tau lies among its smallest
+    # gains) starts at 2^-125 instead: the gains below it are then below the bracket, which
+    # _locate checks like any others (the C++ pass does the same).
+    tiny = _radix.ordered_bits(_SMALLEST, 32)
+    if ulo < tiny < uhi:
+        ulo = tiny
     if not _radix.edge_value(ulo, 32) >= _SMALLEST or not 1.0 + w <= 2.0**897:  # a = (1 + w) g finite
         return None
     sh = _radix.bracket_shift(ulo, uhi, APPROX_FINE)
