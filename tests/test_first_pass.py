@@ -386,9 +386,9 @@ def _support_hooks() -> dict:
         from rad._backends import numba_first_pass
         from rad._backends.radix_select import ordered_bits
 
-        def numba(gains, w, m, b, threads, lo, hi, margin_bits):
+        def numba(gains, w, m, b, threads, lo, hi, margin_bits, steer_at=-1.0):
             r = numba_first_pass.search_with_sums(gains, w, m, b, threads, (ordered_bits(lo, 32), ordered_bits(hi, 32)),
-                                                  margin_bits)
+                                                  margin_bits, steer_at)
             if r is None:  # the path does not apply: the search and the support pass in turn
                 r = get_backend("numba").threshold_support(gains, None, w, m, b, threads)
             return r[:5]
@@ -430,17 +430,16 @@ def test_float32_first_pass_never_changes_the_answer(backend: str, g, frac, b_fr
         _support_hook_matches(backend, gains, w, m, b, 2, lo, hi, margin_bits)
 
 
-@pytest.mark.skipif("cpp" not in BACKENDS, reason="the steered support pass is the C++ backend's")
+@pytest.mark.parametrize("backend", sorted(SUPPORT_HOOKS))
 @pytest.mark.parametrize("kind", ["uniform", "coarse_ties", *sorted(LIARS)])
-def test_support_pass_steered_anywhere_in_the_range(kind: str) -> None:
-    """The C++ support pass sums from the first pass's estimate of tau inside the gathered
-    range, subtracts the range's points above it for the resolution, and sums again the
-    blocks holding a point between it and tau. Moved to the range's bottom, a point inside
-    and its top (and left at the estimate), with the default margin and a wide one (many
-    bins gathered: tau far from the steer, on either side), the answer and the sums are the
-    definition's. On uniform gains some runs must actually steer below the top."""
-    from rad import _core
-
+def test_support_pass_steered_anywhere_in_the_range(backend: str, kind: str) -> None:
+    """The fused support pass sums from the first pass's estimate of tau inside the
+    gathered range, subtracts the range's points above it for the resolution, and sums again
+    the blocks holding a point between it and tau. Moved to the range's bottom, a point
+    inside and its top (and left at the estimate), with the default margin and a wide one
+    (many bins gathered: tau far from the steer, on either side), the answer and the sums
+    are the definition's. On uniform gains some C++ runs must actually steer below the top
+    (the C++ hook says where it summed from)."""
     n = 3 * (1 << 16) + 17
     r = np.random.default_rng(7)
     make = {"uniform": lambda: r.random(n), "coarse_ties": lambda: np.round(r.random(n) * 300) / 300,
@@ -449,16 +448,19 @@ def test_support_pass_steered_anywhere_in_the_range(kind: str) -> None:
     steered = 0
     for frac in (0.01, 0.3, 0.9):
         m, w = frac * n, 1.0 - frac
-        _, tau, _ = _sorted_truth("cpp", gains, None, w, m)
+        _, tau, _ = _sorted_truth(backend, gains, None, w, m)
         for lo, hi in ((0.0, float("inf")), (tau * 0.99, tau * 1.01 + 1e-30)):
             for margin_bits in (4, 20):
                 for steer_at in (-1.0, 0.0, 0.37, 1.0):
                     for threads in (1, 2):
-                        _support_hook_matches("cpp", gains, w, m, 1000, threads, lo, hi, margin_bits, steer_at)
-                        got = _core.threshold_support_bracketed(gains, None, w, m, 1000, threads, lo, hi, margin_bits,
-                                                                steer_at)
-                        steered += not np.isnan(got[9])
-    assert steered > 0 or kind != "uniform"
+                        _support_hook_matches(backend, gains, w, m, 1000, threads, lo, hi, margin_bits, steer_at)
+                        if backend == "cpp":
+                            from rad import _core
+
+                            got = _core.threshold_support_bracketed(gains, None, w, m, 1000, threads, lo, hi,
+                                                                    margin_bits, steer_at)
+                            steered += not np.isnan(got[9])
+    assert steered > 0 or kind != "uniform" or backend != "cpp"
 
 
 @pytest.mark.parametrize("backend", sorted(SUPPORT_HOOKS))

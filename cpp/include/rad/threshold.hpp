@@ -594,9 +594,9 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
 // edge t. A bin edge whose D~ lies within 2^-margin_bits (t H~ + G~ + m) of zero (20 by
 // default: twice the error) is undecided, and the range handed on spans every bin from
 // the first undecided one down to the first certainly failing one: tau lies in it.
-// Gains above 2^125 (1/x would be subnormal in float), a bracket reaching below 2^-125,
-// or 1 + w above 2^897 (a = (1 + w) g could overflow: rad_support_sums needs every a
-// finite) send the search to the exact pass (bracket_locate), as does an invalid value.
+// Gains above 2^125 (1/x would be subnormal in float) or 1 + w above 2^897 (a = (1 + w) g
+// could overflow: rad_support_sums needs every a finite) send the search to the exact pass
+// (bracket_locate), as does an invalid value; a bracket reaching below 2^-125 starts there.
 // The double sums are flushed every 2^16 points, so the bound holds at any n.
 
 constexpr int kApproxFineBits = 14;

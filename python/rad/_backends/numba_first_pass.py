@@ -13,10 +13,10 @@ float32 gains with RAD losses (``a = (1 + w) g``):
    collected point at or above ``tau`` are summed again at ``tau``.
 
 The support sums are the canonical ones (:func:`rad._backends.numba_backend.support_sums`
-at ``tau``), bit for bit. Where the first pass cannot decide (a gain above ``2^125``, a
-bracket reaching below ``2^-125``, ``1 + w`` above ``2^897``, an invalid value, ``tau``
-outside the bracket, too many points in the range) :func:`search_with_sums` returns
-``None`` and the caller takes the search and the support pass in turn.
+at ``tau``), bit for bit. Where the first pass cannot decide (a gain above ``2^125``,
+``1 + w`` above ``2^897``, an invalid value, ``tau`` outside the bracket, too many points
+in the range) :func:`search_with_sums` returns ``None`` and the caller takes the search
+and the support pass in turn. A bracket reaching below ``2^-125`` starts there.
 """
 
 from __future__ import annotations
@@ -230,9 +230,10 @@ def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float,
             margin_bits: int) -> tuple[Any, ...] | None:
     """The range of fine bins that holds tau (approx_locate's scan in threshold.hpp).
 
-    Returns ``(bin_lo, bin_hi, count, n_above, last_min, fail_d, g_total)`` with ``fail_d``
-    an upper bound of D below the range, or ``None``. (D above it, ``pass_d``, comes from
-    the support pass's exact sums: :func:`search_with_sums`.)
+    Returns ``(bin_lo, bin_hi, count, n_above, last_min, fail_d, g_total, steer)`` with
+    ``fail_d`` an upper bound of D below the range, and ``steer`` the estimate of tau inside
+    it (NaN: none; :func:`_steer`), or ``None``. (D above it, ``pass_d``, comes from the
+    support pass's exact sums: :func:`search_with_sums`.)
     """
     inf = float("inf")
     h_above, min_above, n_above, n_below, n_pos, unsafe, cnt, hh, mn = pass_result
@@ -242,11 +243,13 @@ def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float,
     g_total = c * float(n_pos)
     min_above = _radix.edge_value(int(min_above), 32) if min_above < _INF_BITS else inf  # from its raw bits
     h, k, last_min, fail_d = float(h_above), int(n_above), min_above, -inf
+    t_hi, d_hi = _radix.edge_value(uhi, 32), m  # D~ above the range (at the top edge: m with nothing above)
     if k > 0:
         t = _radix.edge_value(uhi, 32)
         d, e = t * (c * h) - c * k + m, eps * (t * (c * h) + c * k + m)
         if not np.isfinite(d) or d < e:
             return None  # tau above the bracket, or may be
+        d_hi = d
     bins = np.flatnonzero(cnt)[::-1]  # non-empty bins, from the top
     if bins.shape[0] == 0:
         return None
@@ -261,14 +264,19 @@ def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float,
     undecided = np.flatnonzero(d < e)
     if undecided.shape[0] == 0:  # every group inside joins: the lowest bin for its smallest gain
         top = bins.shape[0] - 1
+        d_hi = inf  # no estimate
     else:
         top = int(undecided[0])
+        if top > 0:
+            t_hi, d_hi = float(t[top - 1]), float(d[top - 1])
     if top > 0:
         last_min = float(mn[bins[top - 1]])
+    t_lo, d_lo = 0.0, inf
     fails = np.flatnonzero(d[top:] < -e[top:])
     if fails.shape[0]:
         bot = top + int(fails[0])
         fail_d = float(d[bot] + e[bot])
+        t_lo, d_lo = float(t[bot]), float(d[bot])
     else:
         bot = bins.shape[0] - 1
         if n_below > 0:
@@ -280,13 +288,31 @@ def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float,
             if not dl < -el:
                 return None  # tau may lie below the bracket
             fail_d = dl + el
+            t_lo, d_lo = tl, dl
     count = int(ks[bot] - (ks[top - 1] if top > 0 else k))
     if count > _radix.GATHER_MAX:
         return None
     n_above_range = int(ks[top - 1]) if top > 0 else k
     bin_lo = _radix.edge_value(ulo + (int(bins[bot]) << sh), 32)
     bin_hi = _radix.edge_value(min(uhi, ulo + ((int(bins[top]) + 1) << sh)), 32)
-    return bin_lo, bin_hi, count, n_above_range, last_min, fail_d, g_total
+    safe = (count + 1) * 2.0**-52 * (2.0 * c * float(hs[bot])) * bin_hi <= 1e-12 * (c * float(ks[bot]) + m)
+    steer = _steer(t_lo, d_lo, t_hi, d_hi, bin_lo, bin_hi) if safe else float("nan")
+    return bin_lo, bin_hi, count, n_above_range, last_min, fail_d, g_total, steer
+
+
+def _steer(t_lo: float, d_lo: float, t_hi: float, d_hi: float, bin_lo: float, bin_hi: float) -> float:
+    """Where D's zero lies in ``[bin_lo, bin_hi]`` from ``D~`` at the range's edges, or NaN.
+
+    Between the edges D is continuous and piecewise linear in t, of slope ``H(>t)``, which
+    barely changes across the range: the line through the two points crosses zero within
+    ``D~``'s error over the slope (``docs/design.md`` §3; ``approx_locate`` in threshold.hpp).
+    The caller has checked that subtracting the range's points above it from the support
+    sums rounds within 1% of the resolution's margin.
+    """
+    if not (0 < d_hi < float("inf") and -float("inf") < d_lo < 0 and t_hi > t_lo):
+        return float("nan")
+    t0 = t_lo + (t_hi - t_lo) * (-d_lo / (d_hi - d_lo))
+    return min(max(t0, bin_lo), bin_hi)
 
 
 @_jit
@@ -347,11 +373,13 @@ def _sequential(x: np.ndarray) -> float:
 
 def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
                      bracket: tuple[int, int] | None = None,
-                     margin_bits: int = APPROX_MARGIN_BITS) -> tuple[Any, ...] | None:
+                     margin_bits: int = APPROX_MARGIN_BITS, steer_at: float = -1.0) -> tuple[Any, ...] | None:
     """``(status, tau, k*, g_total, sums or None, sketch or None)``, or ``None`` where this path does not apply.
 
     ``bracket`` (ordered bits ``[lo, hi)``) overrides the sample's and ``margin_bits``
-    the margin (test hooks: brackets that miss, and ranges of many bins).
+    the margin (test hooks: brackets that miss, and ranges of many bins); ``steer_at`` in
+    ``[0, 1]`` moves where the support pass sums from, where there is an estimate of tau, to
+    ``bin_lo + steer_at (bin_hi - bin_lo)`` (any value gives the same answer).
     """
     n = gains.shape[0]
     if gains.dtype != np.float32 or n == 0:
@@ -374,14 +402,19 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     found = _locate(res, ulo, uhi, sh, float(m), float(w), margin_bits)
     if found is None:
         return None
-    bin_lo, bin_hi, count, n_above, last_min, fail_d, g_total = found
+    bin_lo, bin_hi, count, n_above, last_min, fail_d, g_total, steer = found
+    if steer_at >= 0 and not np.isnan(steer):
+        steer = bin_lo + steer_at * (bin_hi - bin_lo)
+    # The support pass sums over g >= start: the estimate of tau where there is one (few
+    # blocks then hold a point between it and tau, to be summed again), else bin_hi.
+    start = bin_hi if np.isnan(steer) else steer
     nblk = -(-n // BLOCK)
     sketch = np.full((nblk, _SKETCH_PARTS), -1.0)  # a row not written is unusable
     hits = np.empty((nblk, _ROW), np.int64)
     nhits = np.zeros(nblk, np.int64)
     tot_h = np.zeros(nblk)
     counts = np.zeros(nblk, np.int64)
-    _support_collect(gains, float(w), float(bin_hi), np.float32(bin_lo), np.float32(bin_hi), sketch, hits, nhits,
+    _support_collect(gains, float(w), float(start), np.float32(bin_lo), np.float32(bin_hi), sketch, hits, nhits,
                      tot_h, counts)
     parts = []
     for blk in np.flatnonzero(nhits):
@@ -394,7 +427,14 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     idx = np.concatenate(parts) if parts else np.empty(0, np.int64)
     vals = gains[idx].astype(np.float64)
     avals = vals + w * vals
-    h_up, g_up, _, _ = rad_support_sums(_sequential(tot_h), int(counts.sum()), w, float(bin_hi))
+    # The sums over g >= bin_hi: the pass's, less the range's points it summed (_locate
+    # bounds the rounding this adds).
+    h_over, n_over = _sequential(tot_h), int(counts.sum())
+    for v, a in zip(vals.tolist(), avals.tolist()):
+        if v >= start and a > 0:
+            h_over -= 1.0 / a
+            n_over -= 1
+    h_up, g_up, _, _ = rad_support_sums(h_over, n_over, w, float(bin_hi))
     # D of the smallest gain above the range (the last joining group, where the range's
     # first group fails) from these exact sums (its own group adds y/a - y/a to D).
     pass_d = last_min * h_up - g_up + m if n_above > 0 else float("inf")
@@ -402,7 +442,9 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
                                                     float(m), g_total, float(m) + g_total)
     if not (status == 0 and tau > 0 and b <= kstar):
         return status, tau, kstar, g_total, None, None
-    redo = np.unique(idx[vals >= tau] // BLOCK).astype(np.int64)
+    # The blocks holding a point between start and tau (all of them collected).
+    between = (vals >= min(start, tau)) & (vals < max(start, tau))
+    redo = np.unique(idx[between] // BLOCK).astype(np.int64)
     if redo.shape[0]:
         _support_again(gains, float(w), float(tau), redo, sketch, tot_h, counts)
     sums = rad_support_sums(_sequential(tot_h), int(counts.sum()), w, float(tau))
