@@ -65,20 +65,26 @@ inline bool sketch_bounds(const double* row, double nu, int slack_bits, Span* U)
     return true;
 }
 
-// One sketched block's rounding: the pick (global index, or -1) and its mass's bounds.
-struct SketchedBlock {
+// One sketched block's rounding before its pool is read: its draws, made, and the parts
+// that can hold its pick. decided == false where a comparison depends on where the exact
+// units lie within their bounds; a decided block with mass has its pick in parts k1..k2,
+// the first item with U(item end) > t for the target t in [tlo, thi].
+struct SketchDraw {
     bool decided = false;
-    std::int64_t pick = -1;
     Span mass;
+    std::int64_t tlo = 0, thi = 0, k1 = 0, k2 = -1;
+
+    bool has_pick() const { return decided && k2 >= k1; }
 };
 
 // The canonical rounding of a block of kBlock items with total units T < kOne (no
-// crossing: resolve() of one run, depround.hpp) from the sketch's bounds, reading only
-// the parts that can hold the pick. Undecided (decided == false) when a comparison
-// depends on where the exact units lie within their bounds.
-template <class FillFn>
-SketchedBlock round_sketched_block(const Span* U, std::int64_t lo_index, Stream& rs, FillFn&& fill) {
-    SketchedBlock out;
+// crossing: resolve() of one run, depround.hpp) from the sketch's bounds, up to reading
+// the pool: the draws on `rs` and the parts the pick can lie in (pick_in_parts reads them).
+// The pick does not change the block's leftover mass, so the merge runs on the masses and
+// only the blocks whose leftover it takes are read: about b parts, where reading every
+// block's part cost most of a sketched DepRound at 1e9 points.
+inline SketchDraw draw_sketched_block(const Span* U, Stream& rs) {
+    SketchDraw out;
     const Span total = U[kSketchParts];
     if (!(total.hi < kOne)) return out;  // a crossing or a certain item may be there
     if (total.hi == 0) {                 // no mass: no draw, no leftover
@@ -95,13 +101,23 @@ SketchedBlock round_sketched_block(const Span* U, std::int64_t lo_index, Stream&
         tlo = static_cast<std::int64_t>(u * static_cast<double>(total.lo));
         thi = static_cast<std::int64_t>(u * static_cast<double>(total.hi));
     }
-    // The pick is the first item with U(item end) > t. Parts k1..k2 can hold it: k1 is the
-    // first whose end can exceed tlo, k2 the last whose start can be at or below thi.
+    // Parts k1..k2 can hold the pick: k1 is the first whose end can exceed tlo, k2 the last
+    // whose start can be at or below thi.
     std::int64_t k1 = 0;
     while (k1 < kSketchParts - 1 && !(U[k1 + 1].hi > tlo)) ++k1;
     std::int64_t k2 = kSketchParts - 1;
     while (k2 > k1 && !(U[k2].lo <= thi)) --k2;
-    const std::int64_t first = k1 * kSketchSpan, count = (k2 + 1 - k1) * kSketchSpan;
+    out.decided = true;
+    out.mass = total;
+    out.tlo = tlo, out.thi = thi, out.k1 = k1, out.k2 = k2;
+    return out;
+}
+
+// The pick of a drawn block (global index), reading its parts k1..k2 through `fill`; -1
+// when it depends on where the exact units lie within their bounds.
+template <class FillFn>
+std::int64_t pick_in_parts(const Span* U, const SketchDraw& d, std::int64_t lo_index, FillFn&& fill) {
+    const std::int64_t first = d.k1 * kSketchSpan, count = (d.k2 + 1 - d.k1) * kSketchSpan;
     thread_local std::vector<double> q;
     thread_local std::vector<std::int64_t> c;
     q.resize(static_cast<size_t>(count));
@@ -110,14 +126,11 @@ SketchedBlock round_sketched_block(const Span* U, std::int64_t lo_index, Stream&
     running_units(q.data(), count, c.data());
     // With the exact prefix B = U(k1) in [U[k1].lo, U[k1].hi], the pick is the first j with
     // B + c_j > t: decided when every (B, t) within the bounds gives the same j.
-    const std::int64_t xlo = tlo - U[k1].hi, xhi = thi - U[k1].lo;
+    const std::int64_t xlo = d.tlo - U[d.k1].hi, xhi = d.thi - U[d.k1].lo;
     const auto ia = std::upper_bound(c.begin(), c.end(), xlo) - c.begin();
     const auto ib = std::upper_bound(c.begin(), c.end(), xhi) - c.begin();
-    if (ia != ib || ia >= count) return out;
-    out.decided = true;
-    out.pick = lo_index + first + ia;
-    out.mass = total;
-    return out;
+    if (ia != ib || ia >= count) return -1;
+    return lo_index + first + ia;
 }
 
 // One round_sequence (depround.hpp's round_chunked) of a sequence of masses known within
@@ -300,17 +313,19 @@ Indices depround_sketched(std::int64_t n, std::int64_t b, std::uint64_t key, int
         ids[static_cast<size_t>(blk)] = l.index;
         mass[static_cast<size_t>(blk)] = {u, u};
     };
+    // A sketched block's leftover enters the merge as -2 - blk until the merge takes it:
+    // only then are its parts read for the pick (draw_sketched_block).
+    std::vector<SketchDraw> drawn(static_cast<size_t>(nb));
     for_each_block(n, threads, [&](std::int64_t blk) {
         const std::int64_t lo = blk * kBlock;
         Span U[kSketchParts + 1];
         if (n - lo >= kBlock && sketch_bounds(sketch + blk * kSketchParts, nu, slack_bits, U)) {
             Stream rs(stream_state(key, static_cast<std::uint64_t>(blk)));
-            const SketchedBlock s = round_sketched_block(U, lo, rs, [&](std::int64_t i0, std::int64_t cnt, double* dst) {
-                fill(lo + i0, cnt, dst);
-            });
-            if (s.decided) {
-                ids[static_cast<size_t>(blk)] = s.pick;
-                mass[static_cast<size_t>(blk)] = s.mass;
+            const SketchDraw d = draw_sketched_block(U, rs);
+            if (d.decided) {
+                drawn[static_cast<size_t>(blk)] = d;
+                ids[static_cast<size_t>(blk)] = d.has_pick() ? -2 - blk : -1;
+                mass[static_cast<size_t>(blk)] = d.mass;
                 sketched[static_cast<size_t>(blk)] = 1;
                 return;
             }
@@ -353,6 +368,29 @@ Indices depround_sketched(std::int64_t n, std::int64_t b, std::uint64_t key, int
             if (!runs.taken[static_cast<size_t>(blk)].empty())
                 throw std::runtime_error("internal error: a sketched block took an index");
     }
+    // The picks of the leftovers the merge took (and of the last one) whose blocks are
+    // still unread: their parts now, or the whole block where the bounds leave the pick
+    // undecided (the merge saw only the mass, which the pick does not change).
+    std::vector<std::int64_t*> unread;
+    for (std::int64_t& p : picks)
+        if (p < -1) unread.push_back(&p);
+    if (last < -1) unread.push_back(&last);
+    parallel_for(static_cast<std::int64_t>(unread.size()), threads, [&](std::int64_t k) {
+        std::int64_t& id = *unread[static_cast<size_t>(k)];
+        const std::int64_t blk = -2 - id, lo = blk * kBlock;
+        Span U[kSketchParts + 1];
+        sketch_bounds(sketch + blk * kSketchParts, nu, slack_bits, U);  // usable: it was drawn from
+        id = pick_in_parts(U, drawn[static_cast<size_t>(blk)], lo,
+                           [&](std::int64_t i0, std::int64_t cnt, double* dst) { fill(lo + i0, cnt, dst); });
+        if (id < 0) {
+            exact(blk);
+            id = ids[static_cast<size_t>(blk)];
+        }
+    });
+    if (cancelled()) return {};
+    for (const std::int64_t* p : unread)
+        if (*p < 0 || !runs.taken[static_cast<size_t>(*p / kBlock)].empty())
+            throw std::runtime_error("internal error: a sketched block's pick");
     return finish_depround(runs, in_blocks, std::move(picks), last, b, threads);
 }
 
