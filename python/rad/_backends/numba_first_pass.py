@@ -6,11 +6,13 @@ float32 gains with RAD losses (``a = (1 + w) g``):
 1. the float32 first pass (``approx_locate`` there): one read that sums ``1/x`` in float
    over the points above the sampled bracket and histograms the points inside it, and
    from these approximate sums the range of fine bins that must hold ``tau`` (every bin
-   whose decision lies within the margin ``2^-20 (t H + G + m)`` of zero);
-2. the support pass over ``g >= `` the range's top, which also collects the range's
-   points; ``tau`` is resolved from them with that pass's exact sums
+   whose decision lies within the margin ``2^-20 (t H + G + m)`` of zero) and an estimate
+   of ``tau`` inside it (:func:`_steer`);
+2. the support pass over ``g >=`` the estimate (else the range's top), which also
+   collects the range's points; ``tau`` is resolved from them with that pass's exact sums
+   less the collected points it summed (those at or above the estimate)
    (:func:`rad._backends.radix_select.resolve_gathered`), and the blocks holding a
-   collected point at or above ``tau`` are summed again at ``tau``.
+   collected point between the estimate and ``tau`` are summed again at ``tau``.
 
 The support sums are the canonical ones (:func:`rad._backends.numba_backend.support_sums`
 at ``tau``), bit for bit. Where the first pass cannot decide (a gain above ``2^125``,
@@ -295,6 +297,8 @@ def _locate(pass_result: tuple[Any, ...], ulo: int, uhi: int, sh: int, m: float,
     n_above_range = int(ks[top - 1]) if top > 0 else k
     bin_lo = _radix.edge_value(ulo + (int(bins[bot]) << sh), 32)
     bin_hi = _radix.edge_value(min(uhi, ulo + ((int(bins[top]) + 1) << sh)), 32)
+    # The subtraction that follows a steered support pass rounds by at most `count` ulps of
+    # H: kept within 1% of resolve_gathered's margin, 1e-10 (t H + G + m) >= 1e-10 (c k + m).
     safe = (count + 1) * 2.0**-52 * (2.0 * c * float(hs[bot])) * bin_hi <= 1e-12 * (c * float(ks[bot]) + m)
     steer = _steer(t_lo, d_lo, t_hi, d_hi, bin_lo, bin_hi) if safe else float("nan")
     return bin_lo, bin_hi, count, n_above_range, last_min, fail_d, g_total, steer
