@@ -9,6 +9,7 @@ Where the search reports no near tie, ``(tau, k*)`` equal the sorted scan's.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -280,6 +281,15 @@ def _handed_over(gains, losses, w, tau) -> tuple[float, float, int, float]:
     return float(h), float(g), int(count), float(min_a)
 
 
+def _caps_bind_is_true(gains, losses, w, m, b, tau, kstar, g_total, has) -> None:
+    """Status 3 (the search stopped where the caps bind whatever tau is) is true of the
+    sorted scan: k* <= the bound returned < b, G_n >= m, no tau and no sums."""
+    k_sorted, _, g_sorted = _sorted_truth("cpp", gains, losses, w, m)
+    assert math.isnan(tau) and not has
+    assert k_sorted <= kstar < b
+    assert g_sorted >= m and g_total == pytest.approx(g_sorted, rel=1e-11, abs=1e-300)
+
+
 def _fused_matches_definition(gains, losses, w, m, b, threads) -> None:
     """The C++ search with the support sums sharing its read equals the search and then
     the NumPy definition of the canonical support sums at its tau."""
@@ -291,10 +301,12 @@ def _fused_matches_definition(gains, losses, w, m, b, threads) -> None:
     s_status, s_tau, s_kstar, s_g_total = _core.threshold_search(gains, losses, w, m, threads)
     # Status 1 (a near tie: the caller takes the sorted path) may differ, as the two judge
     # the rounding margin with different sums; a decided answer is the sorted scan's.
-    assert status in (0, 1)
+    assert status in (0, 1, 3)
     if status == 0:
         k_sorted, tau_sorted, _ = _sorted_truth("cpp", gains, losses, w, m)
         assert (tau, kstar) == (tau_sorted, k_sorted)
+    if status == 3:
+        _caps_bind_is_true(gains, losses, w, m, b, tau, kstar, g_total, has)
     if status == s_status == 0:
         assert (tau, kstar) == (s_tau, s_kstar)
     # G over the pool only decides G >= m, flagged as a near tie within 1e-10 of m: the
@@ -339,6 +351,28 @@ def test_search_with_support_sums_across_blocks(kind: str, dtype) -> None:
         for b in (1, 1000, n // 2):
             for threads in (1, 2):
                 _fused_matches_definition(gains, None, 1.0 - frac, frac * n, b, threads)
+
+
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="the shared read is the C++ backend's")
+def test_search_stops_where_the_caps_bind() -> None:
+    """With b above every k* the first pass allows (the capped path's workload: m = 0.001 n,
+    b = n / 10) the C++ search skips its support pass and says so (status 3, true of the
+    sorted scan), and rad.select gives the same indices as the Numba and NumPy backends;
+    with b below k* it resolves as before."""
+    from rad import _core
+
+    n = 3 * (1 << 16) + 17
+    gains = np.random.default_rng(2).random(n).astype(np.float32)
+    m = 0.001 * n
+    w = 1.0 - m / n
+    for threads in (1, 2):
+        status, tau, kstar, g_total, has = _core.threshold_support(gains, None, w, m, n // 10, threads)[:5]
+        assert status == 3
+        _caps_bind_is_true(gains, None, w, m, n // 10, tau, kstar, g_total, has)
+        assert _core.threshold_support(gains, None, w, m, 10, threads)[0] == 0
+    want = rad.select(gains, m, n // 10, rng=3, backend="numpy")
+    for backend in BACKENDS:
+        np.testing.assert_array_equal(rad.select(gains, m, n // 10, rng=3, backend=backend, threads=2), want)
 
 
 @pytest.mark.skipif("cpp" not in BACKENDS, reason="the shared read is the C++ backend's")
@@ -402,7 +436,10 @@ SUPPORT_HOOKS = _support_hooks()
 
 def _support_hook_matches(backend, gains, w, m, b, threads, lo, hi, margin_bits, *steer) -> int:
     status, tau, kstar, g_total, sums = SUPPORT_HOOKS[backend](gains, w, m, b, threads, lo, hi, margin_bits, *steer)
-    assert status in (0, 1)
+    assert status in (0, 1, 3)
+    if status == 3:
+        _caps_bind_is_true(gains, None, w, m, b, tau, kstar, g_total, sums is not None)
+        return status
     k_sorted, tau_sorted, g_sorted = _sorted_truth(backend, gains, None, w, m)
     if status == 0:
         assert (kstar, tau) == (k_sorted, tau_sorted)

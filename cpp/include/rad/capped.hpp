@@ -265,8 +265,7 @@ std::pair<std::int64_t, std::int64_t> gather_at_least(const T* x, std::int64_t l
 #if defined(__AVX512F__)
     using L = Lanes512<T>;
     const typename L::V cv = L::splat(c), hv = L::splat(c_hi);
-    for (; i + L::kCount <= hi; i += L::kCount) {
-        const typename L::V v = L::load(x + i);
+    auto one = [&](typename L::V v) {
         const typename L::M mh = L::at_least(v, hv);
         const int nh = __builtin_popcount(mh);
         if (dst_hi) L::store_part(dst_hi + kh, mh, nh, v);
@@ -277,7 +276,26 @@ std::pair<std::int64_t, std::int64_t> gather_at_least(const T* x, std::int64_t l
             if (dst_lo) L::store_part(dst_lo + kl, ml, nl, v);
             kl += nl;
         }
+    };
+    // Runs of four vectors, each loaded during the run before it: the stores' addresses
+    // depend on the values loaded (through kh, kl), and loads issued after such a store
+    // wait for it (as in approx_pass_range). The last run's look-ahead reloads itself.
+    constexpr std::int64_t kRun = 4 * L::kCount;
+    if (i + kRun <= hi) {
+        const std::int64_t last_run = hi - kRun;
+        typename L::V run[4];
+        for (int q = 0; q < 4; ++q) run[q] = L::load(x + i + q * L::kCount);
+        for (; i + kRun <= hi; i += kRun) {
+            prefetch_lines(x + i, kRun * static_cast<std::int64_t>(sizeof(T)));
+            const T* next = x + std::min(i + kRun, last_run);
+            for (int q = 0; q < 4; ++q) {
+                const typename L::V v = run[q];
+                run[q] = L::load(next + q * L::kCount);
+                one(v);
+            }
+        }
     }
+    for (; i + L::kCount <= hi; i += L::kCount) one(L::load(x + i));
 #endif
     for (; i < hi; ++i) {
         const T v = x[i];

@@ -27,7 +27,9 @@
 namespace rad {
 
 struct ThresholdResult {
-    int status;            // 0: ok, 1: near tie (use the sorted path), 2: invalid value seen
+    int status;            // 0: ok, 1: near tie (use the sorted path), 2: invalid value seen,
+                           // 3 (threshold_support only): the caps bind, tau unresolved (NaN),
+                           // kstar an upper bound of k* below b
     double tau;            // smallest gain in the support
     std::int64_t kstar;    // number of points with g >= tau
     double g_total;        // sum of g/a over a > 0
@@ -1048,6 +1050,15 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
                               tau);
             out.has_sums = true;
         }
+        return out;
+    }
+    // The caps bind whatever tau is: b is above every k* the range allows (k* is at most the
+    // points at or above bin_lo) and G_n >= m beyond the near-tie margin. The caller needs
+    // neither tau nor the sums then (rad._solve.batch takes the capped path, which uses
+    // max(b, k*) = b), so the support pass is skipped.
+    const std::int64_t k_max = loc.acc_n + loc.bin_count;
+    if (b > k_max && loc.g_total - m >= 1e-10 * loc.scale) {
+        out.search = {3, std::numeric_limits<double>::quiet_NaN(), k_max, loc.g_total};
         return out;
     }
     const std::int64_t nb = num_blocks(n);

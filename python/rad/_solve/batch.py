@@ -156,6 +156,8 @@ def _solve_game(game: Game) -> Solution:
             check_values(gains, "gains", lambda x: backend.first_invalid(x, threads))
         if status == 0:
             found = (float(tau), int(kstar), float(g_total))
+        elif status == 3:  # the caps bind whatever tau is: k* <= kstar < b and G_n >= m
+            found = (math.nan, int(kstar), float(g_total))
     if found is None:
         perm = backend.argsort_desc(gains, threads)
         kstar, g_total = backend.theorem1_scan(gains, losses, w_k, perm, m, threads)
