@@ -2083,11 +2083,13 @@ def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, wanted: int,
 
 # --------------------------------------------------- DepRound from the sketch
 #
-# sketch.hpp's round_sketched_block and merge_spans (the Numba twin: numba_sketch): a
-# block of the uncapped path with less than one unit of mass is rounded from bounds on
-# its exact units prefixes, reading only the 512-point parts its pick may lie in; a block
-# they cannot decide is rounded exactly, and so are the blocks a merge on bounds cannot
-# decide. The indices are always those of the plain rounding (docs/design.md §3).
+# sketch.hpp's draw_sketched_block, pick_in_parts and merge_spans (the Numba twin:
+# numba_sketch). A block of the uncapped path with less than one unit of mass is rounded
+# from bounds on its exact units prefixes, reading only the 512-point parts its pick may
+# lie in; a block they cannot decide is rounded exactly, and so are the blocks a merge on
+# bounds cannot decide. Here and in Numba every drawn block's pick is read before the
+# merge; the C++ core reads only the picks the merge takes. The indices are always those
+# of the plain rounding (docs/design.md §3).
 
 _SKETCH_CAP = 2.0**62
 _SKETCH_BOUNDS = _SKETCH_PARTS + 1  # the prefixes' bounds of a block, U(0) included (a constant: an array size)
@@ -2129,7 +2131,7 @@ def _sketch_bounds(sketch, blk, nu, widen, rel, ul, uh):
 @_kernel
 def _sketch_round_kernel(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, sketch, widen, rel, key, nblk, n,
                          decided, pick, mass_lo, mass_hi):
-    """``round_sketched_block`` of sketch.hpp, one thread per block.
+    """sketch.hpp's ``draw_sketched_block`` then ``pick_in_parts``, one thread per block.
 
     ``decided[blk]`` is set where the bounds decide the block, with its pick and the
     bounds of its mass (in units); other blocks are left as they are (0s).

@@ -84,7 +84,7 @@ def _bounds(row, nu, slack_bits, ul, uh):
 @_pjit
 def _round_sketched(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, sketch, slack_bits, key, decided,
                     pick, mlo, mhi):
-    """``round_sketched_block`` of sketch.hpp for every whole block.
+    """sketch.hpp's ``draw_sketched_block`` then ``pick_in_parts`` for every whole block.
 
     ``decided`` marks the blocks the bounds decide; ``pick``, ``mlo`` and ``mhi`` get their
     pick and the bounds of their mass.
