@@ -112,15 +112,16 @@ class Kernels(Protocol):
         """:meth:`threshold_search`, then :meth:`support_sums` where the search allows.
 
         Returns ``(status, tau, k*, G_n, sums or None, sketch or None)``; the sums are at
-        ``tau`` when the search decided (status 0), ``tau > 0`` and ``b <= k*``. A backend
-        may stop early with status 3 where the caps bind whatever ``tau`` is (``G_n >= m``
-        beyond the near-tie margin, and ``b`` above every ``k*`` the search still allows):
-        ``tau`` is then NaN and ``k*`` an upper bound of it below ``b``, all the capped path
-        needs (it uses ``max(b, k*)``). The same
+        ``tau`` when the search decided (status 0), ``tau > 0`` and ``b <= k*``. The same
         bits as the two kernels in turn (:func:`search_then_sums` is that definition),
         except that with RAD losses only ``H`` and the count are summed
         (:func:`rad_support_sums`); the compiled backends share a read of the gains
         between them, and record the DepRound sketch with the sums.
+
+        A backend may stop early with status 3 where the caps bind whatever ``tau`` is
+        (``G_n >= m`` beyond the near-tie margin, and ``b`` above every ``k*`` the search
+        still allows): ``tau`` is then NaN and ``k*`` an upper bound of it below ``b``, all
+        the capped path needs (it uses ``max(b, k*)``).
         """
 
     def bit_histogram(
