@@ -244,6 +244,23 @@ def test_certificate_upper_is_tight_when_the_saddle_is_loose() -> None:
     assert abs(Fraction(cert.upper) - opt) <= tol_cert, _explain(cert.upper, opt, tol_cert)
 
 
+def test_certificate_water_search_across_sixteen_orders_of_magnitude() -> None:
+    """Found by CI: gains 1 (five) and 1e16 with losses 5/6 of them, m = 1, b = 5. The
+    saddle completion's level is -8.3e15 (upper 5.0 against an optimum of 25/6). The water
+    search's Psi there is mostly rounding: it read 0.0 at the range's end (and took that
+    as the target met) and a slope of 0 at -1.4e15 (the true slope, -1e-16, is below the
+    slope's rounding; upper 4.31). It now trusts neither and goes on toward lam = 0."""
+    g = np.array([1.0] * 5 + [1e16])
+    inst = {"gains": g, "losses": (1.0 - 1.0 / 6.0) * g, "w": None, "m": 1.0, "b": 5}
+    game, opt, tol = _reference(inst)
+    for method in ("auto", "search"):
+        cert = rad.verify.certificate(inst["gains"], inst["m"], inst["b"], losses=inst["losses"], method=method)
+        tol_cert = tol + Fraction(16 * np.finfo(float).eps * cert.scale)
+        assert abs(Fraction(cert.upper) - opt) <= tol_cert, _explain(cert.upper, opt, tol_cert)
+        assert abs(Fraction(cert.lower) - opt) <= tol_cert, _explain(cert.lower, opt, tol_cert)
+        assert cert.optimal
+
+
 @given(inst=instances(max_n=7))
 def test_reference_matches_the_lp(inst: dict) -> None:
     """The exact reference itself, against HiGHS on the ordinary families."""

@@ -515,6 +515,17 @@ def _psi(pool: ChunkedPool, lam: float, m: float, b: int) -> Knapsack:
     return Knapsack(lam, mu, s, b * lam + res, b - theta, icpt, abs(b * lam) + res)
 
 
+def _rounding(ev: Knapsack) -> float:
+    """A bound on the rounding of ``Psi`` at ``ev``'s level (its sums' magnitudes)."""
+    return 64 * _EPS * max(ev.mag, abs(ev.intercept), abs(ev.slope * ev.lam))
+
+
+def _trusted(ev: Knapsack) -> bool:
+    """``Psi`` at ``ev`` is its value to within ``1e-6`` of it, not mostly rounding."""
+    r = _rounding(ev)
+    return r == 0 or r <= 1e-6 * abs(ev.value)
+
+
 def water_search(
     pool: ChunkedPool, m: float, b: int, hint: float | None = None, target: float = -math.inf
 ) -> Knapsack:
@@ -558,15 +569,21 @@ def water_search(
     def psi(x: float) -> Knapsack:
         nonlocal best
         ev = _psi(pool, x, m, b)
-        if best is None or ev.value < best.value:
+        # The best by its value's upper end: a level whose Psi is mostly rounding (Psi
+        # summed at magnitudes far above its value) is not taken on its face.
+        if best is None or ev.value + _rounding(ev) < best.value + _rounding(best):
             best = ev
         return ev
+
+    def done(ev: Knapsack) -> bool:
+        """Psi at most the target, or a zero slope (the minimum), with a value to trust."""
+        return (ev.slope == 0 or ev.value <= target) and _trusted(ev)
 
     ev_lo: Knapsack | None = None
     ev_hi: Knapsack | None = None
     if hint is not None and math.isfinite(hint) and g_lo < hint < g_hi:
         ev = psi(hint)
-        if ev.slope == 0 or ev.value <= target:
+        if done(ev):
             return ev
         side = 1.0 if ev.slope < 0 else -1.0
         near = ev
@@ -574,7 +591,7 @@ def water_search(
         while ev_lo is None:
             x = min(max(hint + side * step, g_lo), g_hi)
             far = psi(x)
-            if far.value <= target:
+            if far.value <= target and _trusted(far):
                 return far
             if side * far.slope >= 0 or x in (g_lo, g_hi):
                 ev_lo, ev_hi = (near, far) if side > 0 else (far, near)
@@ -596,19 +613,27 @@ def water_search(
             return ev_hi
     assert ev_lo is not None and ev_hi is not None
     bisect_next = False
+    bisect_only = False
     for _ in range(_MAX_SEARCH):
         assert best is not None
-        if best.value <= target:
+        if best.value <= target and _trusted(best):
             break
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
         # The supporting lines c + s x meet at x; no Psi on [lo, hi] is below them there.
         x = (ev_hi.intercept - ev_lo.intercept) / (s_lo - s_hi)
         xc = min(max(x, lo), hi)
         bound = max(ev_lo.intercept + s_lo * xc, ev_hi.intercept + s_hi * xc)
-        tol = 64 * _EPS * max(best.mag, abs(best.intercept), abs(best.slope * best.lam))
-        if best.value - bound <= tol:
-            break
-        if bisect_next or not (lo < x < hi):
+        tol = _rounding(best)
+        if not bisect_only and best.value - bound <= tol:
+            if not math.isfinite(target):
+                break
+            # Within the rounding of Psi at the levels tried, but above the target: that
+            # rounding grows with lam, and the minimum may lie where Psi is far smaller
+            # (gains 1 and 1e16: the planes stopped at lam ~ -1e15 with Psi 0.14 above its
+            # minimum, at lam ~ 0.8). Halve the bracket by the slopes' signs (at most 64
+            # halvings) until the target is met or the bracket cannot shrink.
+            bisect_only = True
+        if bisect_only or bisect_next or not (lo < x < hi):
             x = bit_midpoint(lo, hi)
         if not (lo < x < hi):
             break
@@ -618,8 +643,17 @@ def water_search(
             lo, ev_lo = x, ev
         elif ev.slope > 0:
             hi, ev_hi = x, ev
-        else:
+        elif _trusted(ev):
             return ev
+        else:
+            # Numerically flat where Psi is mostly rounding: its true slope is below the
+            # slope's own rounding (1 and 1e16 among the gains: -1e-16 over 8e15 of lam, a
+            # fall of 0.83). Go on toward lam = 0, where Psi is summed at smaller magnitudes.
+            if x < 0:
+                lo, ev_lo = x, ev
+            else:
+                hi, ev_hi = x, ev
+            bisect_only = True
         bisect_next = not bisect_next and bit_distance(lo, hi) > width // 2
     assert best is not None
     return best
