@@ -619,10 +619,15 @@ def water_search(
         if best.value <= target and _trusted(best):
             break
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
-        # The supporting lines c + s x meet at x; no Psi on [lo, hi] is below them there.
-        x = (ev_hi.intercept - ev_lo.intercept) / (s_lo - s_hi)
-        xc = min(max(x, lo), hi)
-        bound = max(ev_lo.intercept + s_lo * xc, ev_hi.intercept + s_hi * xc)
+        x = bit_midpoint(lo, hi)
+        if not bisect_only and s_lo < s_hi:
+            # The supporting lines c + s x meet at x; no Psi on [lo, hi] is below them there.
+            x = (ev_hi.intercept - ev_lo.intercept) / (s_lo - s_hi)
+            xc = min(max(x, lo), hi)
+            bound = max(ev_lo.intercept + s_lo * xc, ev_hi.intercept + s_hi * xc)
+        else:  # halving only (a flat end of the bracket has no plane to meet)
+            bound = -math.inf
+            bisect_only = True
         tol = _rounding(best)
         if not bisect_only and best.value - bound <= tol:
             if not math.isfinite(target):
