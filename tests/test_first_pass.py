@@ -477,6 +477,8 @@ def test_support_pass_steered_anywhere_in_the_range(backend: str, kind: str) -> 
     (many bins gathered: tau far from the steer, on either side), the answer and the sums
     are the definition's. On uniform gains some C++ runs must actually steer below the top
     (the C++ hook says where it summed from)."""
+    if backend == "cpp":
+        from rad import _core
     n = 3 * (1 << 16) + 17
     r = np.random.default_rng(7)
     make = {"uniform": lambda: r.random(n), "coarse_ties": lambda: np.round(r.random(n) * 300) / 300,
@@ -492,8 +494,6 @@ def test_support_pass_steered_anywhere_in_the_range(backend: str, kind: str) -> 
                     for threads in (1, 2):
                         _support_hook_matches(backend, gains, w, m, 1000, threads, lo, hi, margin_bits, steer_at)
                         if backend == "cpp":
-                            from rad import _core
-
                             got = _core.threshold_support_bracketed(gains, None, w, m, 1000, threads, lo, hi,
                                                                     margin_bits, steer_at)
                             steered += not np.isnan(got[9])

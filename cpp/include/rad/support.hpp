@@ -345,12 +345,10 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
             if (Collecting && hits) append(i, hits);
         }
         for (; i + kLanes <= hi; i += kLanes) {
-            step8(i);
-            if constexpr (Collecting) {
-                unsigned hits = 0;
+            unsigned hits = step8(i);  // 0 where kBitsTest: the range tested here instead
+            if constexpr (kBitsTest)
                 for (int j = 0; j < kLanes; ++j) hits |= static_cast<unsigned>(g[i + j] >= collect.lo && g[i + j] < collect.hi) << j;
-                if (hits) append(i, hits);
-            }
+            if (Collecting && hits) append(i, hits);
         }
         for (int j = 0; j < kLanes; ++j) lh[j] = hv[j], lg[j] = sv[j], mn[j] = mv[j], c[j] = cv[j];
     }
