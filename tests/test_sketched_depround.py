@@ -120,6 +120,48 @@ def test_bounds_contain_the_exact_units_prefixes(sketching: str, kind: str, f32:
         assert hi[blk, -1] - lo[blk, -1] < 2**20
 
 
+def test_cpp_total_bounds_are_the_full_bounds_last() -> None:
+    """C++ DepRound draws from ``sketch_total``, the bounds of a block's total units alone
+    (the monotone fix of ``sketch_bounds`` folded into one maximum); the full bounds are
+    formed only for the blocks whose pick is read. Both must agree on every row: real
+    sketches of every pool kind, with zero prefixes, -1 rows, rows made unusable (NaN,
+    inf, negative, too large), rows whose later prefixes dip below earlier ones, and
+    slack widened until the bounds straddle 0 or pass the cap."""
+    from rad import _core
+
+    rng = np.random.default_rng(11)
+    rows = []
+    for kind in ("uniform", "wide", "ties", "spikes", "gaps"):
+        n = 4 * BLOCK + 77
+        solved = _uncapped(_pool(kind, n, rng, True), 0.2 * n, 3, backend="cpp")
+        assert solved is not None
+        rows.append((solved[2].prefixes.reshape(-1, SKETCH_PARTS), solved[1].nu))
+    base, nu = rows[0]
+    odd = np.repeat(base[:1], 9, axis=0)
+    odd[0, :40] = 0.0  # no support point in the first parts
+    odd[1, 5] = np.nan
+    odd[2, 100] = np.inf
+    odd[3, 7] = -0.5
+    odd[4, -1] = 2.0**80  # a sum past the cap
+    odd[5, 60:] = odd[5, 59]  # flat tail: the earliest prefix holds the largest lower bound
+    odd[6, 64:] = odd[6, 63] * (1 - 2.0**-30)  # later prefixes a little below earlier ones
+    odd[7, :] = 0.0  # no mass
+    odd[8, :] = -1.0  # a short block
+    rows.append((odd, nu))
+    compared = 0
+    for prefixes, nu in rows:
+        flat = np.ascontiguousarray(prefixes.ravel())
+        for slack in (0, 20, 30, 40, 44, 50, 60):
+            for scale in (1.0, 2.0**-20, 2.0**20):
+                lo, hi, usable = _core.sketch_unit_bounds(flat, nu * scale, slack)
+                tlo, thi, tusable = _core.sketch_unit_totals(flat, nu * scale, slack)
+                np.testing.assert_array_equal(tusable, usable)
+                np.testing.assert_array_equal(tlo[usable], lo[usable, -1])
+                np.testing.assert_array_equal(thi[usable], hi[usable, -1])
+                compared += int(usable.sum())
+    assert compared > 200
+
+
 def test_bounds_need_their_rounding_term(sketching: str) -> None:
     """Equal gains round every item's units the same way, so a block's exact units drift
     from the float estimate by ~0.4 a point: far more than the relative slack allows. The

@@ -556,6 +556,22 @@ PYBIND11_MODULE(_core, m) {
         }
         return std::make_tuple(lo, hi, usable);
     }, py::arg("sketch").noconvert(), py::arg("nu"), py::arg("slack_bits"));
+    // Test hook: sketch_total's bounds of each block's total units (what DepRound draws
+    // from) and whether the row is usable; the tests check them against sketch_bounds'.
+    m.def("sketch_unit_totals", [](Arr<double> sketch, double nu, int slack_bits) {
+        require(sketch.size() % rad::kSketchParts == 0, "the sketch must have SKETCH_PARTS entries per block");
+        require(slack_bits >= 0 && slack_bits <= 60, "slack_bits must be in [0, 60]");
+        const std::int64_t nb = sketch.size() / rad::kSketchParts;
+        py::array_t<std::int64_t> lo(nb), hi(nb);
+        py::array_t<bool> usable(nb);
+        for (std::int64_t blk = 0; blk < nb; ++blk) {
+            rad::Span total;
+            usable.mutable_data()[blk] = rad::sketch_total(sketch.data() + blk * rad::kSketchParts, nu, slack_bits, total);
+            lo.mutable_data()[blk] = total.lo;
+            hi.mutable_data()[blk] = total.hi;
+        }
+        return std::make_tuple(lo, hi, usable);
+    }, py::arg("sketch").noconvert(), py::arg("nu"), py::arg("slack_bits"));
     // Test hook: sketch.hpp's merge on masses known within [lo, hi] units, as
     // canonical.merge_leftovers takes the leftovers with mass: (decided, taken, last,
     // stuck), stuck a position of the input (a mass whose bounds straddle 0 is undecided).

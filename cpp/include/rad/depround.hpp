@@ -445,7 +445,7 @@ inline Indices concatenate(std::vector<std::vector<std::int64_t>>& runs, const s
                    extra.begin() + static_cast<std::ptrdiff_t>(extra_end[static_cast<std::size_t>(k)]),
                    out.begin() + static_cast<std::ptrdiff_t>(at[static_cast<std::size_t>(k)]));
         std::vector<std::int64_t>().swap(t);
-    });
+    }, small_grain(static_cast<std::int64_t>(nr), threads));  // mostly empty runs where b << n
     std::copy(extra.begin() + static_cast<std::ptrdiff_t>(e), extra.end(), out.begin() + static_cast<std::ptrdiff_t>(total));
     return out;
 }
