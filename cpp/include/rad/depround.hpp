@@ -400,24 +400,6 @@ inline std::int64_t taken_in_blocks(const BlockRuns& runs) {
 // An index vector whose elements are left uninitialised until written: the selection of a
 // large budget (8 bytes a pick) is written once, by the threads that fill it, instead of
 // being zeroed first on one thread.
-template <class V>
-struct uninitialised_allocator : std::allocator<V> {
-    template <class U>
-    struct rebind {
-        using other = uninitialised_allocator<U>;
-    };
-    uninitialised_allocator() = default;
-    template <class U>
-    uninitialised_allocator(const uninitialised_allocator<U>&) noexcept {}
-    template <class U>
-    void construct(U* p) noexcept {
-        ::new (static_cast<void*>(p)) U;
-    }
-    template <class U, class... Args>
-    void construct(U* p, Args&&... args) {
-        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-    }
-};
 using Indices = std::vector<std::int64_t, uninitialised_allocator<std::int64_t>>;
 
 // The blocks' taken indices end to end (ascending) with the sorted `extra` indices merged

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #ifdef RAD_HAVE_OPENMP
@@ -75,6 +77,27 @@ void parallel_for(std::int64_t count, int threads, Body&& body, int grain = 1) {
     for (std::int64_t k = 0; k < count; ++k)
         if (!cancelled()) body(k);
 }
+
+// An allocator whose elements are left uninitialised until written (a vector of it is
+// not zeroed first on one thread): large outputs that their passes write whole.
+template <class V>
+struct uninitialised_allocator : std::allocator<V> {
+    template <class U>
+    struct rebind {
+        using other = uninitialised_allocator<U>;
+    };
+    uninitialised_allocator() = default;
+    template <class U>
+    uninitialised_allocator(const uninitialised_allocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
 
 // A grain for parallel_for over `count` small bodies: up to 64, but at least 16 grabs a
 // thread, so that a few slow bodies (a block rounded exactly) still spread.
