@@ -48,11 +48,18 @@ struct HistBin {
     }
 };
 
-// The per-thread histograms (rows of `bins` in `hist`, one per thread) added into row 0.
+// The per-thread histograms (rows of `bins` in `hist`, one per thread) added into row 0,
+// row by row: each bin's additions in the same order whatever the split. The `nt` threads
+// fold a slice of the bins each (16 rows of the float32 pass's 16,384 bins, 6 MB, took
+// 0.3 ms on one thread: a tenth of a 16-thread read of 1e8 points).
 template <class Bin>
 void fold_rows(std::vector<Bin>& hist, int nt, int bins) {
-    for (int t = 1; t < nt; ++t)
-        for (int b = 0; b < bins; ++b) hist[b].add(hist[static_cast<size_t>(t) * bins + b]);
+    const int slices = nt > 1 && static_cast<std::int64_t>(nt) * bins >= (1 << 16) ? nt : 1;
+    parallel_for(slices, slices, [&](std::int64_t k) {
+        const int b0 = static_cast<int>(bins * k / slices), b1 = static_cast<int>(bins * (k + 1) / slices);
+        for (int t = 1; t < nt; ++t)
+            for (int b = b0; b < b1; ++b) hist[b].add(hist[static_cast<size_t>(t) * bins + b]);
+    });
 }
 
 template <class T>
