@@ -120,20 +120,30 @@ def test_bounds_contain_the_exact_units_prefixes(sketching: str, kind: str, f32:
         assert hi[blk, -1] - lo[blk, -1] < 2**20
 
 
-def test_cpp_total_bounds_are_the_full_bounds_last() -> None:
-    """C++ DepRound draws from ``sketch_total``, the bounds of a block's total units alone
+def _unit_totals(backend: str, prefixes: np.ndarray, nu: float, slack_bits: int):
+    if backend == "cpp":
+        from rad import _core
+
+        return _core.sketch_unit_totals(prefixes, nu, slack_bits)
+    from rad._backends import numba_sketch
+
+    got = [numba_sketch._total(r, nu, slack_bits) for r in prefixes.reshape(-1, SKETCH_PARTS)]
+    return (np.array([t[1] for t in got], np.int64), np.array([t[2] for t in got], np.int64),
+            np.array([t[0] for t in got]))
+
+
+def test_total_bounds_are_the_full_bounds_last(sketching: str) -> None:
+    """DepRound draws from ``sketch_total``, the bounds of a block's total units alone
     (the monotone fix of ``sketch_bounds`` folded into one maximum); the full bounds are
     formed only for the blocks whose pick is read. Both must agree on every row: real
     sketches of every pool kind, with zero prefixes, -1 rows, rows made unusable (NaN,
     inf, negative, too large), rows whose later prefixes dip below earlier ones, and
     slack widened until the bounds straddle 0 or pass the cap."""
-    from rad import _core
-
     rng = np.random.default_rng(11)
     rows = []
     for kind in ("uniform", "wide", "ties", "spikes", "gaps"):
         n = 4 * BLOCK + 77
-        solved = _uncapped(_pool(kind, n, rng, True), 0.2 * n, 3, backend="cpp")
+        solved = _uncapped(_pool(kind, n, rng, True), 0.2 * n, 3, backend=sketching)
         assert solved is not None
         rows.append((solved[2].prefixes.reshape(-1, SKETCH_PARTS), solved[1].nu))
     base, nu = rows[0]
@@ -153,8 +163,8 @@ def test_cpp_total_bounds_are_the_full_bounds_last() -> None:
         flat = np.ascontiguousarray(prefixes.ravel())
         for slack in (0, 20, 30, 40, 44, 50, 60):
             for scale in (1.0, 2.0**-20, 2.0**20):
-                lo, hi, usable = _core.sketch_unit_bounds(flat, nu * scale, slack)
-                tlo, thi, tusable = _core.sketch_unit_totals(flat, nu * scale, slack)
+                lo, hi, usable = _unit_bounds(sketching, flat, nu * scale, slack)
+                tlo, thi, tusable = _unit_totals(sketching, flat, nu * scale, slack)
                 np.testing.assert_array_equal(tusable, usable)
                 np.testing.assert_array_equal(tlo[usable], lo[usable, -1])
                 np.testing.assert_array_equal(thi[usable], hi[usable, -1])

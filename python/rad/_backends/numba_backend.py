@@ -748,17 +748,17 @@ def _round_sequence(q, lo, hi, state, out, n_out, max_crossings=-1):
 
 
 @_pjit
-def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, first_blk, last_blk, states, buf,
-                         counts, left_idx, left_mass):
-    """The block phase of DepRound with ``q`` computed block by block (no array of size n).
+def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, blocks, states, buf, counts,
+                         left_idx, left_mass):
+    """The block phase of DepRound for the blocks ``blocks``, with ``q`` computed block by block (no array of size n).
 
     Each block's units go to a block-sized scratch array (the same expressions as
-    :func:`_probability`, so the same bits as ``materialize``); the taken positions are
-    written block-local into ``buf`` (int32) and made global by the caller.
+    :func:`_probability`, so the same bits as ``materialize``); the taken positions of
+    ``blocks[j]`` are written block-local into ``buf[j]`` (int32) and made global by the caller.
     """
     n = g.shape[0]
-    for j in nb.prange(last_blk - first_blk):
-        blk = first_blk + j
+    for j in nb.prange(blocks.shape[0]):
+        blk = blocks[j]
         lo = blk * BLOCK
         hi = min(n, lo + BLOCK)
         cum = np.empty(hi - lo, np.int64)
@@ -784,11 +784,11 @@ def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf
 
 
 @_pjit
-def _round_blocks_local(q, first_blk, last_blk, states, buf, counts, left_idx, left_mass):
+def _round_blocks_local(q, blocks, states, buf, counts, left_idx, left_mass):
     """:func:`_round_blocks_params` for a given ``q`` (block-local positions in ``buf``)."""
     n = q.shape[0]
-    for j in nb.prange(last_blk - first_blk):
-        blk = first_blk + j
+    for j in nb.prange(blocks.shape[0]):
+        blk = blocks[j]
         lo = blk * BLOCK
         hi = min(n, lo + BLOCK)
         cnt, li, lm = _round_sequence(q[lo:hi], 0, hi - lo, states[j], buf[j], 0)
@@ -798,10 +798,10 @@ def _round_blocks_local(q, first_blk, last_blk, states, buf, counts, left_idx, l
 
 
 @_pjit
-def _place_blocks(buf, counts, first, groups, starts, out):
-    """Each block's picks (block-local int32 in ``buf``) as global indices at ``out[starts[j]:]``."""
-    for j in nb.prange(groups):
-        offset = np.int64(first + j) * BLOCK
+def _place_blocks(buf, counts, blocks, starts, out):
+    """The picks of ``blocks[j]`` (block-local int32 in ``buf[j]``) as global indices at ``out[starts[j]:]``."""
+    for j in nb.prange(blocks.shape[0]):
+        offset = np.int64(blocks[j]) * BLOCK
         for t in range(counts[j]):
             out[starts[j] + t] = np.int64(buf[j, t]) + offset
 
@@ -821,11 +821,12 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
     The taken indices go straight into the one array of ``b`` that is returned (each
     group's blocks placed in parallel), which is then finished where it lies
     (:func:`~rad._backends.canonical.finish_in_place`). With ``sketched``
-    (:class:`rad._backends.numba_sketch.Sketched`) a group whose blocks the sketch all
-    decided is not rounded (such a block takes nothing, and leaves its pick), and the
-    merge runs from the bounds; where those leave it undecided, the skipped groups at or
-    before the comparison are rounded after all, the nearest first, in batches that
-    double, until it is decided.
+    (:class:`rad._backends.numba_sketch.Sketched`) a block the sketch decided is not
+    rounded (such a block takes nothing, and leaves its pick; the others of its group
+    are: rounding whole groups for a few undecided blocks cost 17 ms of a 1e9 select on
+    two threads), and the merge runs from the bounds; where those leave it undecided,
+    the sketched blocks of the groups at or before the comparison are rounded after all,
+    the nearest group first, in batches that double, until it is decided.
     """
     nblk = -(-n // BLOCK)
     group = 64  # blocks per parallel call: 16 MiB of int32 scratch, few Python round trips
@@ -837,20 +838,20 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
     counts = np.zeros(group, np.int64)
     decided = sketched.decided if sketched is not None else np.zeros(nblk, np.bool_)
 
-    def round_exactly(first: int, last: int) -> None:
-        states = np.array([stream_state(key, blk) for blk in range(first, last)], dtype=np.uint64)
-        round_group(first, last, states, buf, counts, left_idx, left_mass)
-        decided[first:last] = False
+    def round_exactly(blocks: np.ndarray) -> None:  # ascending, at most `group` of them
+        states = np.array([stream_state(key, int(blk)) for blk in blocks], dtype=np.uint64)
+        round_group(blocks, states, buf, counts, left_idx, left_mass)
+        decided[blocks] = False
 
     for first in range(0, nblk, group):
-        last = min(nblk, first + group)
-        if decided[first:last].all():
+        blocks = first + np.flatnonzero(~decided[first : first + group])
+        if blocks.shape[0] == 0:
             continue
-        round_exactly(first, last)
-        starts = pos + np.concatenate(([0], np.cumsum(counts[: last - first])))
+        round_exactly(blocks)
+        starts = pos + np.concatenate(([0], np.cumsum(counts[: blocks.shape[0]])))
         if starts[-1] > b:
             raise RuntimeError(f"internal error: DepRound took more than {b} indices")
-        _place_blocks(buf, counts, first, last - first, starts, out)
+        _place_blocks(buf, counts, blocks, starts, out)
         pos = int(starts[-1])
     if sketched is not None:
         # Undecided: the sketched groups at or before the comparison are rounded exactly,
@@ -864,11 +865,19 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
             if not todo:
                 raise RuntimeError("internal error: DepRound's merge undecided on exact masses")
             for first in todo:
-                last = min(nblk, first + group)
-                round_exactly(first, last)
-                if counts[: last - first].any():  # under one unit of mass: nothing to take
+                blocks = first + np.flatnonzero(decided[first : first + group])
+                round_exactly(blocks)
+                if counts[: blocks.shape[0]].any():  # under one unit of mass: nothing to take
                     raise RuntimeError("internal error: a sketched block took an index")
             batch *= 2
+
+        def round_block(blk: int) -> int:  # under one unit of mass: it takes nothing
+            round_exactly(np.array([blk], np.int64))
+            if counts[0]:
+                raise RuntimeError("internal error: a sketched block's pick")
+            return int(left_idx[blk])
+
+        merged, li = sketched.picks(np.asarray(merged, np.int64), li, round_block)
     else:
         keep = left_mass > 0
         merged, li = _merge_leftovers(left_idx[keep], left_mass[keep], key, b - pos)
@@ -893,8 +902,8 @@ def _merge_leftovers(ids: np.ndarray, masses: np.ndarray, key: int, wanted: int)
 
 
 def _depround_q(q: np.ndarray, b: int, key: int, threads: int = 1) -> np.ndarray:
-    def round_group(first, last, states, buf, counts, left_idx, left_mass):
-        _round_blocks_local(q, first, last, states, buf, counts, left_idx, left_mass)
+    def round_group(blocks, states, buf, counts, left_idx, left_mass):
+        _round_blocks_local(q, blocks, states, buf, counts, left_idx, left_mass)
 
     return _depround_core(round_group, q.shape[0], b, key, threads)
 
@@ -905,9 +914,9 @@ def _depround_params(gains, losses, w, params: Params, b: int, key: int, threads
     lv, has = _losses_arg(losses)
     fill, nu, gc, gf, lc, lf = params.as_tuple()
 
-    def round_group(first, last, states, buf, counts, left_idx, left_mass):
-        _round_blocks_params(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, first, last, states, buf,
-                             counts, left_idx, left_mass)
+    def round_group(blocks, states, buf, counts, left_idx, left_mass):
+        _round_blocks_params(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, blocks, states, buf, counts,
+                             left_idx, left_mass)
 
     return _depround_core(round_group, gains.shape[0], b, key, threads, sketched)
 
