@@ -271,13 +271,18 @@ Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m, int th
     const int bits = static_cast<int>(std::lround(std::log2(std::max(best, 1.0))));
     const std::int64_t kSample = std::int64_t{1} << std::min(20, std::max(14, bits));
     constexpr std::int64_t kRun = 64;
-    std::vector<std::pair<double, double>> s;
-    s.reserve(static_cast<size_t>(std::min(n, kSample)));
+    // The sample's gains, and with explicit losses each one's a = g + l (with RAD losses a
+    // follows from the gain: a = g + w g, formed where the scan needs it). Values only:
+    // pairs of doubles were 4 MB at 2^18 points, written and, in a fresh process, faulted in.
+    std::vector<T> keys;
+    std::vector<double> avals;
+    keys.reserve(static_cast<size_t>(std::min(n, kSample)));
+    if (L.values) avals.reserve(keys.capacity());
     auto take = [&](std::int64_t i) {
         const T v = g[i];
         if (!valid_value(v)) return false;
-        const double gi = v;
-        s.emplace_back(gi, gi + L.at(i, gi));
+        keys.push_back(v);
+        if (L.values) avals.push_back(static_cast<double>(v) + L.values[i]);
         return true;
     };
     if (n <= kSample) {
@@ -291,26 +296,27 @@ Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m, int th
                 if (!take(i)) return full_bracket<T>();
         }
     }
-    const std::int64_t ns = static_cast<std::int64_t>(s.size());
+    const std::int64_t ns = static_cast<std::int64_t>(keys.size());
     if (ns == 0) return full_bracket<T>();
-    // Descending by gain: a radix argsort of the sample's own values (a comparison sort of
-    // the pairs took ~4 ms of a 1e8 select's ~150 on two threads; this runs on one). With
-    // RAD losses a = g + w g follows from the gain, so the values alone are sorted (a
-    // radix sort of their bits: no index array to carry).
-    std::vector<T> keys(static_cast<size_t>(ns));
-    for (std::int64_t j = 0; j < ns; ++j) keys[static_cast<size_t>(j)] = static_cast<T>(s[static_cast<size_t>(j)].first);
+    // Descending by gain: a radix sort of the sample's own values (a comparison sort of
+    // the pairs took ~4 ms of a 1e8 select's ~150 on two threads; this runs on one); with
+    // explicit losses a radix argsort, whose order carries the a values along.
     std::vector<std::int64_t> order;
     if (L.values) {
         order.resize(static_cast<size_t>(ns));
         radix_argsort(keys.data(), ns, true, order.data(), 1);
     } else {
         radix_sort_descending(keys.data(), ns);
-        for (std::int64_t j = 0; j < ns; ++j) {
-            const double gj = keys[static_cast<size_t>(j)];
-            s[static_cast<size_t>(j)] = {gj, gj + L.w * gj};  // as take()
-        }
     }
-    auto at = [&](std::int64_t j) { return s[static_cast<size_t>(order.empty() ? j : order[static_cast<size_t>(j)])]; };
+    // The j-th largest sample point's (g, a).
+    auto at = [&](std::int64_t j) -> std::pair<double, double> {
+        if (order.empty()) {
+            const double gj = keys[static_cast<size_t>(j)];
+            return {gj, gj + L.w * gj};  // as in any pass over the pool
+        }
+        const size_t o = static_cast<size_t>(order[static_cast<size_t>(j)]);
+        return {static_cast<double>(keys[o]), avals[o]};
+    };
     const double f = static_cast<double>(n) / static_cast<double>(ns);
     double h = 0.0, gs = 0.0;
     std::int64_t r = ns;
