@@ -42,7 +42,7 @@ inline simd::l8 units8(const double* q) {
     using namespace simd;
     const d8 p = load8(q), one = splat8(1.0), zero = splat8(0.0);
     const d8 x = select(p > zero, select(p < one, p, one), zero);
-    return __builtin_convertvector(x * splat8(kUnitScale) + splat8(0.5), l8);
+    return to_int64(x * splat8(kUnitScale) + splat8(0.5));
 }
 
 // c[j] = units(q[0]) + ... + units(q[j]) for j in [0, count): eight at a time.
@@ -155,13 +155,13 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
             for (std::int64_t c0 = 0; c0 < kSub; c0 += kChunk) {
                 l8 u = units8(sub + c0);
                 const l8 certain = u == certain_units;
-                u = certain ? l8{} : u;
+                u = u & ~certain;  // 0 where certain
                 if (dense) {
                     taken_bytes[(s0 + c0) / kChunk] = static_cast<unsigned char>(movemask(certain));
                     const l8 c = inclusive_prefix(u) + run;
                     std::memcpy(cum_of + s0 + c0, &c, sizeof c);
                     // Item p crosses where M's whole units grow: (M_p >> 46) > (M_{p-1} >> 46).
-                    const l8 prev = __builtin_shufflevector(c, l8{} + run, 8, 0, 1, 2, 3, 4, 5, 6);
+                    const l8 prev = shift_in(c, run);
                     const unsigned cross = movemask((c >> kUnitBits) != (prev >> kUnitBits));
                     n_cross += store_indices8(cross, s0 + c0, crossings_at + n_cross);
                 } else {

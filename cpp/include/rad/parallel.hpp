@@ -13,7 +13,7 @@
 #ifdef RAD_HAVE_OPENMP
 #include <omp.h>
 #endif
-#if defined(__AVX512F__)
+#if defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -191,31 +191,177 @@ inline d4 load(const double* p) {
     return d;
 }
 
+// The vector helpers below are always inlined: called, they pass their operands through
+// memory (a lambda of the support pass was not inlined once its vectors were Wides).
+#define RAD_SIMD_INLINE inline __attribute__((always_inline))
+
 // Eight-wide: lane j of one vector is lane j of the canonical order (item p % 8 == j).
-// One 512-bit register where the machine has AVX-512, two 256-bit halves otherwise (the
-// compiler splits the operations; the same IEEE operations lane by lane either way).
+// Sixteen-wide for the float32 passes. The same IEEE operations lane by lane whatever the
+// machine's vectors, so the same bits.
+//
+// With AVX-512 each is one register (GCC vector extensions). Elsewhere each is a Wide:
+// an array of the machine's own vectors (32 bytes with AVX, else 16) with the same
+// operators. GCC keeps a 64-byte vector type the target lacks in memory and compares it
+// lane by lane: with AVX2 alone the support pass took 119 ms per 1e8 points against 25
+// as two 32-byte halves (benchmarks/RESULTS.md, the twentieth session).
+#if defined(__AVX512F__)
 typedef double d8 __attribute__((vector_size(64)));
 typedef std::int64_t l8 __attribute__((vector_size(64)));
-typedef float f8 __attribute__((vector_size(32)));
+typedef float f16 __attribute__((vector_size(64)));
+typedef std::int32_t i16 __attribute__((vector_size(64)));
+typedef std::uint32_t u16 __attribute__((vector_size(64)));
 
-inline d8 splat8(double x) { return d8{x, x, x, x, x, x, x, x}; }
-inline d8 select(l8 m, d8 a, d8 b) { return reinterpret_cast<d8>((reinterpret_cast<l8>(a) & m) | (reinterpret_cast<l8>(b) & ~m)); }
-inline d8 load8(const float* p) {
+RAD_SIMD_INLINE d8 load8(const float* p) {
+    typedef float f8 __attribute__((vector_size(32)));
     f8 f;
     std::memcpy(&f, p, sizeof f);
-#if defined(__AVX512F__)
     return reinterpret_cast<d8>(_mm512_cvtps_pd(reinterpret_cast<__m256>(f)));  // one instruction, not four
-#else
-    return __builtin_convertvector(f, d8);
-#endif
 }
-inline d8 load8(const double* p) {
+// Truncated toward zero, lane by lane.
+RAD_SIMD_INLINE l8 to_int64(d8 x) { return __builtin_convertvector(x, l8); }
+#else
+#if defined(__AVX__)
+constexpr std::size_t kPartBytes = 32;
+#else
+constexpr std::size_t kPartBytes = 16;
+#endif
+template <class E>
+struct PartOf {
+    typedef E type __attribute__((vector_size(kPartBytes)));
+};
+template <class E>
+struct MaskOf;  // the signed integer of E's size: a comparison's lanes are 0 or -1
+template <>
+struct MaskOf<double> {
+    using type = std::int64_t;
+};
+template <>
+struct MaskOf<std::int64_t> {
+    using type = std::int64_t;
+};
+template <>
+struct MaskOf<float> {
+    using type = std::int32_t;
+};
+template <>
+struct MaskOf<std::int32_t> {
+    using type = std::int32_t;
+};
+template <>
+struct MaskOf<std::uint32_t> {
+    using type = std::int32_t;
+};
+template <class T>
+struct Same {  // a non-deduced context: a scalar operand converts to the lanes' type
+    using type = T;
+};
+
+template <class E, int N>
+struct Wide {
+    using P = typename PartOf<E>::type;
+    static constexpr int kPer = static_cast<int>(kPartBytes / sizeof(E)), kParts = N / kPer;
+    static_assert(kParts * kPer == N, "whole parts");
+    P p[kParts];
+    RAD_SIMD_INLINE E operator[](int j) const { return p[j / kPer][j % kPer]; }
+};
+template <class E, int N>
+using MaskFor = Wide<typename MaskOf<E>::type, N>;
+
+#define RAD_WIDE_BINARY(OP)                                                                       \
+    template <class E, int N>                                                                     \
+    RAD_SIMD_INLINE Wide<E, N> operator OP(Wide<E, N> a, const Wide<E, N>& b) {                            \
+        for (int k = 0; k < Wide<E, N>::kParts; ++k) a.p[k] = a.p[k] OP b.p[k];                   \
+        return a;                                                                                 \
+    }                                                                                             \
+    template <class E, int N>                                                                     \
+    RAD_SIMD_INLINE Wide<E, N> operator OP(Wide<E, N> a, typename Same<E>::type s) {                       \
+        for (int k = 0; k < Wide<E, N>::kParts; ++k) a.p[k] = a.p[k] OP s;                        \
+        return a;                                                                                 \
+    }                                                                                             \
+    template <class E, int N>                                                                     \
+    RAD_SIMD_INLINE Wide<E, N>& operator OP##=(Wide<E, N>& a, const Wide<E, N>& b) {                       \
+        for (int k = 0; k < Wide<E, N>::kParts; ++k) a.p[k] = a.p[k] OP b.p[k];                   \
+        return a;                                                                                 \
+    }
+RAD_WIDE_BINARY(+)
+RAD_WIDE_BINARY(-)
+RAD_WIDE_BINARY(*)
+RAD_WIDE_BINARY(/)
+RAD_WIDE_BINARY(&)
+RAD_WIDE_BINARY(|)
+#undef RAD_WIDE_BINARY
+
+#define RAD_WIDE_COMPARE(OP)                                                                      \
+    template <class E, int N>                                                                     \
+    RAD_SIMD_INLINE MaskFor<E, N> operator OP(const Wide<E, N>& a, const Wide<E, N>& b) {                  \
+        MaskFor<E, N> m;                                                                          \
+        for (int k = 0; k < Wide<E, N>::kParts; ++k)                                              \
+            m.p[k] = (typename MaskFor<E, N>::P)(a.p[k] OP b.p[k]);                               \
+        return m;                                                                                 \
+    }
+RAD_WIDE_COMPARE(<)
+RAD_WIDE_COMPARE(<=)
+RAD_WIDE_COMPARE(>)
+RAD_WIDE_COMPARE(>=)
+RAD_WIDE_COMPARE(==)
+RAD_WIDE_COMPARE(!=)
+#undef RAD_WIDE_COMPARE
+
+template <class E, int N>
+RAD_SIMD_INLINE Wide<E, N> operator~(Wide<E, N> a) {
+    for (int k = 0; k < Wide<E, N>::kParts; ++k) a.p[k] = ~a.p[k];
+    return a;
+}
+template <class E, int N>
+RAD_SIMD_INLINE Wide<E, N> operator>>(Wide<E, N> a, int bits) {
+    for (int k = 0; k < Wide<E, N>::kParts; ++k) a.p[k] = a.p[k] >> bits;
+    return a;
+}
+
+typedef Wide<double, 8> d8;
+typedef Wide<std::int64_t, 8> l8;
+typedef Wide<float, 16> f16;
+typedef Wide<std::int32_t, 16> i16;
+typedef Wide<std::uint32_t, 16> u16;
+
+RAD_SIMD_INLINE d8 load8(const float* p) {
+    typedef float half __attribute__((vector_size(kPartBytes / 2)));  // a part's lanes, as floats
+    d8 d;
+    for (int k = 0; k < d8::kParts; ++k) {
+        half f;
+        std::memcpy(&f, p + k * d8::kPer, sizeof f);
+        d.p[k] = __builtin_convertvector(f, d8::P);
+    }
+    return d;
+}
+RAD_SIMD_INLINE l8 to_int64(const d8& x) {
+    l8 r;
+    for (int k = 0; k < d8::kParts; ++k) r.p[k] = __builtin_convertvector(x.p[k], l8::P);
+    return r;
+}
+#endif
+
+// The same bits as another type of the same size (a vector of other lanes).
+template <class To, class From>
+RAD_SIMD_INLINE To as(const From& x) {
+    static_assert(sizeof(To) == sizeof(From), "the same size");
+    To t;
+    std::memcpy(&t, &x, sizeof t);
+    return t;
+}
+// Lane j: a's where mask lane j is set (all ones), else b's.
+template <class M, class V>
+RAD_SIMD_INLINE V select(const M& m, const V& a, const V& b) {
+    return as<V>((as<M>(a) & m) | (as<M>(b) & ~m));
+}
+RAD_SIMD_INLINE d8 splat8(double x) { return d8{} + x; }
+RAD_SIMD_INLINE d8 load8(const double* p) {
     d8 d;
     std::memcpy(&d, p, sizeof d);
     return d;
 }
 // The sum of the eight lanes (integers: any order gives the same value).
-inline std::int64_t hsum(l8 v) {
+RAD_SIMD_INLINE std::int64_t hsum(const l8& v) {
 #if defined(__AVX512F__)
     return _mm512_reduce_add_epi64(reinterpret_cast<__m512i>(v));
 #else
@@ -223,27 +369,65 @@ inline std::int64_t hsum(l8 v) {
 #endif
 }
 // Lane j holds v[0] + ... + v[j] (integers: exact in any order).
-inline l8 inclusive_prefix(l8 v) {
+RAD_SIMD_INLINE l8 inclusive_prefix(l8 v) {
+#if defined(__AVX512F__)
     const l8 z = {};
     v += __builtin_shufflevector(z, v, 0, 8, 9, 10, 11, 12, 13, 14);
     v += __builtin_shufflevector(z, v, 0, 1, 8, 9, 10, 11, 12, 13);
     v += __builtin_shufflevector(z, v, 0, 1, 2, 3, 8, 9, 10, 11);
     return v;
+#else
+    std::int64_t x[8];
+    std::memcpy(x, &v, sizeof x);
+    for (int j = 1; j < 8; ++j) x[j] += x[j - 1];
+    return as<l8>(x);
+#endif
+}
+// first, v[0], ..., v[6]: the lanes moved up by one.
+RAD_SIMD_INLINE l8 shift_in(const l8& v, std::int64_t first) {
+#if defined(__AVX512F__)
+    return __builtin_shufflevector(v, l8{} + first, 8, 0, 1, 2, 3, 4, 5, 6);
+#else
+    std::int64_t x[8];
+    x[0] = first;
+    std::memcpy(x + 1, &v, 7 * sizeof(std::int64_t));
+    return as<l8>(x);
+#endif
 }
 // Bit j set iff lane j of the mask is set.
-inline unsigned movemask(l8 m) {
+RAD_SIMD_INLINE unsigned movemask(const l8& m) {
 #if defined(__AVX512DQ__)
     return static_cast<unsigned>(_mm512_movepi64_mask(reinterpret_cast<__m512i>(m)));
+#elif defined(__AVX512F__)
+    return static_cast<unsigned>(_mm512_cmpneq_epi64_mask(reinterpret_cast<__m512i>(m), _mm512_setzero_si512()));
+#elif defined(__AVX__)
+    return static_cast<unsigned>(__builtin_ia32_movmskpd256(as<d4>(m.p[0]))) |
+           static_cast<unsigned>(__builtin_ia32_movmskpd256(as<d4>(m.p[1]))) << 4;
 #else
     unsigned r = 0;
     for (int j = 0; j < 8; ++j) r |= static_cast<unsigned>(m[j] & 1) << j;
     return r;
 #endif
 }
+RAD_SIMD_INLINE unsigned movemask(const i16& m) {
+#if defined(__AVX512DQ__)
+    return static_cast<unsigned>(_mm512_movepi32_mask(reinterpret_cast<__m512i>(m)));
+#elif defined(__AVX512F__)
+    return static_cast<unsigned>(_mm512_cmpneq_epi32_mask(reinterpret_cast<__m512i>(m), _mm512_setzero_si512()));
+#elif defined(__AVX__)
+    typedef float f8 __attribute__((vector_size(32)));
+    return static_cast<unsigned>(__builtin_ia32_movmskps256(as<f8>(m.p[0]))) |
+           static_cast<unsigned>(__builtin_ia32_movmskps256(as<f8>(m.p[1]))) << 8;
+#else
+    unsigned r = 0;
+    for (int j = 0; j < 16; ++j) r |= static_cast<unsigned>(m[j] & 1) << j;
+    return r;
+#endif
+}
 // Writes first + j for every set bit j of the eight-bit `mask` to dst in ascending order and
 // returns how many. With AVX-512 one compress of eight indices, stored whole (a caller's
 // next store overwrites the slots past them): dst needs room for 8.
-inline int store_indices8(unsigned mask, std::int64_t first, std::int64_t* dst) {
+RAD_SIMD_INLINE int store_indices8(unsigned mask, std::int64_t first, std::int64_t* dst) {
 #if defined(__AVX512F__)
     const __m512i idx = _mm512_add_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi64(first));
     _mm512_storeu_si512(dst, _mm512_maskz_compress_epi64(static_cast<__mmask8>(mask), idx));
@@ -252,18 +436,6 @@ inline int store_indices8(unsigned mask, std::int64_t first, std::int64_t* dst) 
     int k = 0;
     for (unsigned b = mask; b != 0; b &= b - 1) dst[k++] = first + __builtin_ctz(b);
     return k;
-#endif
-}
-// Sixteen floats: bit j set iff lane j of the mask is set.
-typedef float f16 __attribute__((vector_size(64)));
-typedef std::int32_t i16 __attribute__((vector_size(64)));
-inline unsigned movemask(i16 m) {
-#if defined(__AVX512DQ__)
-    return static_cast<unsigned>(_mm512_movepi32_mask(reinterpret_cast<__m512i>(m)));
-#else
-    unsigned r = 0;
-    for (int j = 0; j < 16; ++j) r |= static_cast<unsigned>(m[j] & 1) << j;
-    return r;
 #endif
 }
 }  // namespace simd

@@ -83,8 +83,9 @@ inline bool sketch_total(const double* row, double nu, int slack_bits, Span& tot
     l8 bad = {};
     for (std::int64_t k0 = 0; k0 < kSketchParts; k0 += 8) {
         const d8 p = load8(row + k0);
-        d8 kk;  // k = k0 + 1 .. k0 + 8: the prefix's number of points is k kSketchSpan
-        for (int j = 0; j < 8; ++j) kk[j] = static_cast<double>((k0 + 1 + j) * kSketchSpan);
+        double points[8];  // k = k0 + 1 .. k0 + 8: the prefix's number of points is k kSketchSpan
+        for (int j = 0; j < 8; ++j) points[j] = static_cast<double>((k0 + 1 + j) * kSketchSpan);
+        const d8 kk = load8(points);
         const d8 x = scalev * p, abs = (splat8(0.51) * kk + splat8(2.0)) * splat8(widen);
         const d8 lo = x - x * relv - abs, hi = x + x * relv + abs;
         // not (p >= 0 and p <= cap), or (p != 0 and not hi < cap): unusable

@@ -272,7 +272,7 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
 #else
         constexpr bool kBitsTest = false;
 #endif
-        auto step8 = [&](std::int64_t p) {
+        auto step8 = [&](std::int64_t p) __attribute__((always_inline)) {
             const d8 x = load8(g + p);
             const d8 a = L.values ? x + load8(L.values + p) : x + w * x;
             const d8 r = one / a;
