@@ -195,6 +195,15 @@ inline d4 load(const double* p) {
 // memory (a lambda of the support pass was not inlined once its vectors were Wides).
 #define RAD_SIMD_INLINE inline __attribute__((always_inline))
 
+// The same bits as another type of the same size (a vector of other lanes).
+template <class To, class From>
+RAD_SIMD_INLINE To as(const From& x) {
+    static_assert(sizeof(To) == sizeof(From), "the same size");
+    To t;
+    std::memcpy(&t, &x, sizeof t);
+    return t;
+}
+
 // Eight-wide: lane j of one vector is lane j of the canonical order (item p % 8 == j).
 // Sixteen-wide for the float32 passes. The same IEEE operations lane by lane whatever the
 // machine's vectors, so the same bits.
@@ -325,12 +334,16 @@ typedef Wide<std::int32_t, 16> i16;
 typedef Wide<std::uint32_t, 16> u16;
 
 RAD_SIMD_INLINE d8 load8(const float* p) {
-    typedef float half __attribute__((vector_size(kPartBytes / 2)));  // a part's lanes, as floats
     d8 d;
     for (int k = 0; k < d8::kParts; ++k) {
+#if defined(__AVX__)
+        d.p[k] = as<d8::P>(_mm256_cvtps_pd(_mm_loadu_ps(p + 4 * k)));  // GCC split the generic form via memory
+#else
+        typedef float half __attribute__((vector_size(kPartBytes / 2)));  // a part's lanes, as floats
         half f;
         std::memcpy(&f, p + k * d8::kPer, sizeof f);
         d.p[k] = __builtin_convertvector(f, d8::P);
+#endif
     }
     return d;
 }
@@ -341,14 +354,6 @@ RAD_SIMD_INLINE l8 to_int64(const d8& x) {
 }
 #endif
 
-// The same bits as another type of the same size (a vector of other lanes).
-template <class To, class From>
-RAD_SIMD_INLINE To as(const From& x) {
-    static_assert(sizeof(To) == sizeof(From), "the same size");
-    To t;
-    std::memcpy(&t, &x, sizeof t);
-    return t;
-}
 // Lane j: a's where mask lane j is set (all ones), else b's.
 template <class M, class V>
 RAD_SIMD_INLINE V select(const M& m, const V& a, const V& b) {

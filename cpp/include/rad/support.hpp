@@ -230,6 +230,28 @@ inline std::uint64_t float_range_hits(const float* p, std::uint32_t lo_bits, std
     }
     return hits;
 }
+#elif defined(__AVX2__)
+inline std::uint32_t magnitude_bits(float x) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return u & 0x7FFFFFFFu;
+}
+
+// float_range_hits with AVX2: no unsigned compare, so (u - lo) < width as
+// min(u - lo, width - 1) == u - lo; eight points per compare.
+inline std::uint64_t float_range_hits(const float* p, std::uint32_t lo_bits, std::uint32_t width) {
+    if (width == 0) return 0;
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), lo = _mm256_set1_epi32(static_cast<int>(lo_bits)),
+                  last = _mm256_set1_epi32(static_cast<int>(width - 1));
+    std::uint64_t hits = 0;
+    for (int q = 0; q < 8; ++q) {
+        const __m256i u = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * q)), abs);
+        const __m256i d = _mm256_sub_epi32(u, lo);
+        const __m256i in = _mm256_cmpeq_epi32(_mm256_min_epu32(d, last), d);
+        hits |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(in)))) << (8 * q);
+    }
+    return hits;
+}
 #endif
 
 // Block `blk` of a pool of n points, summed into `out` at `blk` as support_block_sums
@@ -267,7 +289,7 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
         const d8 clo = splat8(static_cast<double>(collect.lo)), chi = splat8(static_cast<double>(collect.hi));
         d8 hv = zero, sv = zero, mv = splat8(inf);
         l8 cv = {};
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
         constexpr bool kBitsTest = Collecting && std::is_same_v<T, float>;
 #else
         constexpr bool kBitsTest = false;
@@ -325,7 +347,7 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
         };
         constexpr std::int64_t kRun = 64;
         const bool sketching = sketch != nullptr && hi - lo == kBlock;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
         const std::uint32_t lo_bits = magnitude_bits(static_cast<float>(collect.lo)),
                             hi_bits = magnitude_bits(static_cast<float>(collect.hi)),
                             width = hi_bits > lo_bits ? hi_bits - lo_bits : 0;
@@ -339,7 +361,7 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
             if (L.values) prefetch_lines(L.values + i, kRun * sizeof(double));
             std::uint64_t hits = 0;
             for (std::int64_t q = 0; q < kRun; q += kLanes) hits |= static_cast<std::uint64_t>(step8(i + q)) << q;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
             if constexpr (kBitsTest) hits = float_range_hits(reinterpret_cast<const float*>(g + i), lo_bits, width);
 #endif
             if (Collecting && hits) append(i, hits);
