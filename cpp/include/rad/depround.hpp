@@ -38,11 +38,11 @@ inline std::int64_t units(double p) {
 }
 
 // units() of eight probabilities: the same operations, lane by lane.
-inline simd::l8 units8(const double* q) {
+RAD_SIMD_INLINE simd::l8 units8(const double* q) {
     using namespace simd;
     const d8 p = load8(q), one = splat8(1.0), zero = splat8(0.0);
     const d8 x = select(p > zero, select(p < one, p, one), zero);
-    return to_int64(x * splat8(kUnitScale) + splat8(0.5));
+    return to_int64_small(x * splat8(kUnitScale) + splat8(0.5));  // in [0.5, 2^46 + 0.5]
 }
 
 // c[j] = units(q[0]) + ... + units(q[j]) for j in [0, count): eight at a time.
@@ -51,7 +51,7 @@ inline void running_units(const double* q, std::int64_t count, std::int64_t* c) 
     for (; j + 8 <= count; j += 8) {
         const simd::l8 u = units8(q + j);
         const simd::l8 s = simd::inclusive_prefix(u) + run;
-        std::memcpy(c + j, &s, sizeof s);
+        simd::store(c + j, s);
         run += simd::hsum(u);
     }
     for (; j < count; ++j) c[j] = run += units(q[j]);
@@ -159,10 +159,10 @@ Leftover round_chunked(std::int64_t len, std::int64_t base_index, Stream& rs, st
                 if (dense) {
                     taken_bytes[(s0 + c0) / kChunk] = static_cast<unsigned char>(movemask(certain));
                     const l8 c = inclusive_prefix(u) + run;
-                    std::memcpy(cum_of + s0 + c0, &c, sizeof c);
+                    store(cum_of + s0 + c0, c);
                     // Item p crosses where M's whole units grow: (M_p >> 46) > (M_{p-1} >> 46).
                     const l8 prev = shift_in(c, run);
-                    const unsigned cross = movemask((c >> kUnitBits) != (prev >> kUnitBits));
+                    const unsigned cross = movemask(shift_right_nonneg(c, kUnitBits) != shift_right_nonneg(prev, kUnitBits));
                     n_cross += store_indices8(cross, s0 + c0, crossings_at + n_cross);
                 } else {
                     any_certain |= certain;  // a vector OR: the sparse pass stays as lean as it was

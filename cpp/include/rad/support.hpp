@@ -69,7 +69,7 @@ void probability_fill(const T* g, Losses L, const Params& p, std::int64_t i0, st
                     const d8 cap = select(a <= nuv, one, d);
                     const d8 part = gfv * cap;
                     const d8 v = select(gi > gcv, cap, select(gi == gcv, part, zero));
-                    std::memcpy(out + j, &v, sizeof v);
+                    store(out + j, v);
                 }
             }
             for (; j < count; ++j) {

@@ -808,8 +808,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
                 nbuf += __builtin_popcount(in);
             }
 #else
-            f16 x;
-            std::memcpy(&x, g + i + q, sizeof x);
+            const f16 x = load<f16>(g + i + q);
             const u16 raw = as<u16>(x), u = raw & abs_u;
             const i16 up = u >= hi_u, ge = u >= lo_u;
             const f16 r = one / x;
@@ -834,7 +833,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
         h1 += __builtin_convertvector(hi8, d8);
 #else
         float lanes[16];
-        std::memcpy(lanes, &run, sizeof lanes);
+        store(lanes, run);
         h0 += load8(lanes);
         h1 += load8(lanes + 8);
 #endif
