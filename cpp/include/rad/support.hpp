@@ -207,14 +207,16 @@ struct Collect {
 constexpr std::int64_t kSketchParts = 128;
 constexpr std::int64_t kSketchSpan = kBlock / kSketchParts;
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 // The bits of |x|: for valid values (not negative, or -0.0) they order as the values do.
 inline std::uint32_t magnitude_bits(float x) {
     std::uint32_t u;
     std::memcpy(&u, &x, sizeof u);
     return u & 0x7FFFFFFFu;
 }
+#endif
 
+#if defined(__AVX512F__)
 // Bit j set iff lo <= p[j] < hi, j < 64, for valid values p[j] and lo, hi not negative
 // (lo_bits = magnitude_bits(lo), width = the bits from lo to hi, 0 if hi <= lo): one
 // unsigned compare of the raw bits per sixteen points, where the double compares of the
@@ -231,12 +233,6 @@ inline std::uint64_t float_range_hits(const float* p, std::uint32_t lo_bits, std
     return hits;
 }
 #elif defined(__AVX2__)
-inline std::uint32_t magnitude_bits(float x) {
-    std::uint32_t u;
-    std::memcpy(&u, &x, sizeof u);
-    return u & 0x7FFFFFFFu;
-}
-
 // float_range_hits with AVX2: no unsigned compare, so (u - lo) < width as
 // min(u - lo, width - 1) == u - lo; eight points per compare.
 inline std::uint64_t float_range_hits(const float* p, std::uint32_t lo_bits, std::uint32_t width) {
