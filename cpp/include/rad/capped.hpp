@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -296,6 +297,32 @@ std::pair<std::int64_t, std::int64_t> gather_at_least(const T* x, std::int64_t l
         }
     }
     for (; i + L::kCount <= hi; i += L::kCount) one(L::load(x + i));
+#elif defined(__AVX2__)
+    if constexpr (std::is_same_v<T, float>) {
+        // Eight floats per compare, each part left-packed by a permutation from a table
+        // (approx_pass_range's) and written by a masked store of its lanes only (the next
+        // block's values may follow them); an empty part is not stored to at all.
+        const __m256 cv = _mm256_set1_ps(c), hv = _mm256_set1_ps(c_hi);
+        auto part = [&](T* dst, unsigned mask, __m256 v) {
+            const int count = __builtin_popcount(mask);
+            if (dst && count) {
+                const __m256i order = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(simd::kLeftPack8.at + mask)));
+                const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                _mm256_maskstore_ps(dst, keep, _mm256_permutevar8x32_ps(v, order));
+            }
+            return count;
+        };
+        for (; i + 8 <= hi; i += 8) {
+            if (((i - lo) & 63) == 0) prefetch_lines(x + i, 64 * static_cast<std::int64_t>(sizeof(T)));
+            const __m256 v = _mm256_loadu_ps(x + i);
+            const __m256 ge_hi = _mm256_cmp_ps(v, hv, _CMP_GE_OQ);
+            kh += part(dst_hi ? dst_hi + kh : nullptr, static_cast<unsigned>(_mm256_movemask_ps(ge_hi)), v);
+            if constexpr (kTwo) {
+                const __m256 ge = _mm256_andnot_ps(ge_hi, _mm256_cmp_ps(v, cv, _CMP_GE_OQ));
+                kl += part(dst_lo ? dst_lo + kl : nullptr, static_cast<unsigned>(_mm256_movemask_ps(ge)), v);
+            }
+        }
+    }
 #endif
     for (; i < hi; ++i) {
         const T v = x[i];

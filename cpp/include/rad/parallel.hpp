@@ -515,6 +515,24 @@ RAD_SIMD_INLINE int store_indices8(unsigned mask, std::int64_t first, std::int64
     return k;
 #endif
 }
+#if defined(__AVX2__)
+// For each eight-bit mask, the lanes whose bit is set, in order, as bytes (then 0s): the
+// permutation that left-packs them (AVX2 has no compress).
+struct LeftPack8 {
+    std::uint64_t at[256];
+    constexpr LeftPack8() : at() {
+        for (int m = 0; m < 256; ++m) {
+            std::uint64_t v = 0;
+            int k = 0;
+            for (int j = 0; j < 8; ++j)
+                if (m >> j & 1) v |= static_cast<std::uint64_t>(j) << (8 * k++);
+            at[m] = v;
+        }
+    }
+};
+constexpr LeftPack8 kLeftPack8{};
+#endif
+
 }  // namespace simd
 
 }  // namespace rad

@@ -644,23 +644,6 @@ struct alignas(64) ApproxAcc {
     }
 };
 
-#if !defined(__AVX512F__) && defined(__AVX2__)
-// For each eight-bit mask, the lanes whose bit is set, in order, as bytes (then 0s): the
-// permutation that left-packs them (AVX2 has no compress).
-struct LeftPack8 {
-    std::uint64_t at[256];
-    constexpr LeftPack8() : at() {
-        for (int m = 0; m < 256; ++m) {
-            std::uint64_t v = 0;
-            int k = 0;
-            for (int j = 0; j < 8; ++j)
-                if (m >> j & 1) v |= static_cast<std::uint64_t>(j) << (8 * k++);
-            at[m] = v;
-        }
-    }
-};
-constexpr LeftPack8 kLeftPack8{};
-#endif
 
 // One thread's share [lo, hi) of the float32 first pass.
 inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, std::uint32_t ulo, std::uint32_t uhi,
