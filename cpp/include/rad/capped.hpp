@@ -299,16 +299,15 @@ std::pair<std::int64_t, std::int64_t> gather_at_least(const T* x, std::int64_t l
     for (; i + L::kCount <= hi; i += L::kCount) one(L::load(x + i));
 #elif defined(__AVX2__)
     if constexpr (std::is_same_v<T, float>) {
-        // Eight floats per compare, each part left-packed by a permutation from a table
-        // (approx_pass_range's) and written by a masked store of its lanes only (the next
-        // block's values may follow them); an empty part is not stored to at all.
+        // Eight floats per compare, each part left-packed (simd::left_pack8) and written by
+        // a masked store of its lanes only (the next block's values may follow them); an
+        // empty part is not stored to at all.
         const __m256 cv = _mm256_set1_ps(c), hv = _mm256_set1_ps(c_hi);
         auto part = [&](T* dst, unsigned mask, __m256 v) {
             const int count = __builtin_popcount(mask);
             if (dst && count) {
-                const __m256i order = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(simd::kLeftPack8.at + mask)));
                 const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-                _mm256_maskstore_ps(dst, keep, _mm256_permutevar8x32_ps(v, order));
+                _mm256_maskstore_ps(dst, keep, _mm256_castsi256_ps(simd::left_pack8(_mm256_castps_si256(v), mask)));
             }
             return count;
         };

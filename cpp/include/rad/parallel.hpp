@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -238,28 +239,9 @@ template <class E>
 struct PartOf {
     typedef E type __attribute__((vector_size(kPartBytes)));
 };
+// The signed integer of E's size (lanes of 4 or 8 bytes): a comparison's lanes are 0 or -1.
 template <class E>
-struct MaskOf;  // the signed integer of E's size: a comparison's lanes are 0 or -1
-template <>
-struct MaskOf<double> {
-    using type = std::int64_t;
-};
-template <>
-struct MaskOf<std::int64_t> {
-    using type = std::int64_t;
-};
-template <>
-struct MaskOf<float> {
-    using type = std::int32_t;
-};
-template <>
-struct MaskOf<std::int32_t> {
-    using type = std::int32_t;
-};
-template <>
-struct MaskOf<std::uint32_t> {
-    using type = std::int32_t;
-};
+using MaskOf = std::conditional_t<sizeof(E) == 8, std::int64_t, std::int32_t>;
 template <class T>
 struct Same {  // a non-deduced context: a scalar operand converts to the lanes' type
     using type = T;
@@ -274,7 +256,7 @@ struct Wide {
     RAD_SIMD_INLINE E operator[](int j) const { return p[j / kPer][j % kPer]; }
 };
 template <class E, int N>
-using MaskFor = Wide<typename MaskOf<E>::type, N>;
+using MaskFor = Wide<MaskOf<E>, N>;
 
 #define RAD_WIDE_BINARY(OP)                                                                       \
     template <class E, int N>                                                                     \
@@ -531,6 +513,13 @@ struct LeftPack8 {
     }
 };
 constexpr LeftPack8 kLeftPack8{};
+
+// The lanes of v whose bit is set in the eight-bit `mask`, moved to the front in order
+// (the lanes after them are unspecified): AVX2's stand-in for a compress.
+RAD_SIMD_INLINE __m256i left_pack8(__m256i v, unsigned mask) {
+    const __m256i order = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kLeftPack8.at + mask)));
+    return _mm256_permutevar8x32_epi32(v, order);
+}
 #endif
 
 }  // namespace simd

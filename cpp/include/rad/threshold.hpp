@@ -644,7 +644,6 @@ struct alignas(64) ApproxAcc {
     }
 };
 
-
 // One thread's share [lo, hi) of the float32 first pass.
 inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, std::uint32_t ulo, std::uint32_t uhi,
                               int sh, ApproxAcc& acc, ApproxBin* fine) {
@@ -786,8 +785,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
                 const __m256i cand = _mm256_or_si256(u, _mm256_xor_si256(up, ones8));  // u where up, else all ones
                 mn.p[half] = as<u16::P>(_mm256_min_epu32(as<__m256i>(mn.p[half]), cand));
                 const unsigned in = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_andnot_si256(up, ge))));
-                const __m256i order = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kLeftPack8.at + in)));
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf + nbuf), _mm256_permutevar8x32_epi32(u, order));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf + nbuf), left_pack8(u, in));
                 nbuf += __builtin_popcount(in);
             }
 #else
