@@ -192,10 +192,12 @@ def test_span_sums_same_bits_on_every_backend() -> None:
 
 
 def test_values_at_least_on_every_backend() -> None:
-    """The top's gather against an exact float64 mask, index order kept in each part: ties at
-    t and at the split, t between values (also just above a float32 value, which rounding t
-    to float32 would take in), above every value and at 0 (with -0.0), a split below t, at t,
-    inside and above the values, pools across block ends, both dtypes."""
+    """The top's gather against exact float64 compares, index order kept in each part: ties
+    at t and at the splits, t between values (also just above a float32 value, which
+    rounding t to float32 would take in), above every value and at 0 (with -0.0); no split,
+    one split (gathered in two parts at once) below t, at t, inside and above the values;
+    several splits (one part a thread: gathered, then cut), with repeats, an infinite one and
+    one out of order; pools across block ends and the cutting's chunks, both dtypes."""
     rng = np.random.default_rng(8)
     just_above = float(np.float32(10 / 49)) + 1e-12  # float32(just_above) == float32(10 / 49)
     checked = 0
@@ -206,17 +208,24 @@ def test_values_at_least_on_every_backend() -> None:
                 g[1] = -0.0
             exact = g.astype(np.float64)
             for t in (0.5, float(np.nextafter(dtype(0.5), dtype(1))), 0.0, 1.0, 2.0, 0.3, just_above):
-                for split in (math.inf, t, 0.0, float(dtype(30 / 49)), 0.7, 5.0):
-                    hi = max(t, split)
-                    want_first = g[exact >= hi]
-                    want = np.concatenate((want_first, g[(exact >= t) & (exact < hi)]))
+                one = [(s,) for s in (math.inf, t, 0.0, float(dtype(30 / 49)), 0.7, 5.0)]
+                several = [(0.9, float(dtype(30 / 49)), 0.55), (math.inf, 0.7, 0.7, t, 0.1),
+                           (0.4, 0.8), tuple(float(v) for v in np.linspace(1.0, 0.0, 15))]
+                for splits in [(), *one, *several]:
+                    part = np.zeros(n, dtype=np.int64)
+                    for s in splits:
+                        part += exact < s
+                    keep = exact >= t
+                    parts = [g[keep & (part == j)] for j in range(len(splits) + 1)]
+                    want = np.concatenate(parts)
+                    want_ends = np.cumsum([p.shape[0] for p in parts])
                     for name in BACKENDS:
                         for threads in (1, 2):
-                            got, first = get_backend(name).values_at_least(g, t, threads, split)
+                            got, ends = get_backend(name).values_at_least(g, t, threads, splits)
+                            msg = f"{name} n={n} {np.dtype(dtype)} t={t} splits={splits} threads={threads}"
                             assert got.dtype == g.dtype
-                            assert first == want_first.shape[0], f"{name} n={n} t={t} split={split}"
-                            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8),
-                                                          err_msg=f"{name} n={n} t={t} split={split}")
+                            np.testing.assert_array_equal(np.asarray(ends), want_ends, err_msg=msg)
+                            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=msg)
                             checked += 1
     assert checked > 1000
 
@@ -302,11 +311,13 @@ def _check_top_against_whole(gains: np.ndarray, w: float, rng: np.random.Generat
         size = int(np.count_nonzero(gains >= t))
         assert top.rad.size == size and top.rad.n == gains.shape[0]
         np.testing.assert_array_equal(top.rad.g.view(np.uint8), whole.rad.g[:size].view(np.uint8))
-        # Sorted in two parts on two threads: the same top, wherever the split falls.
-        for split in (float(whole.rad.g[size // 2]), t, float(whole.rad.g[0]), math.inf, 0.0):
-            halves = CappedContext.build(gains, None, w, reference, 2, top_from=t, split=split)
-            assert halves.rad is not None
-            np.testing.assert_array_equal(halves.rad.g.view(np.uint8), whole.rad.g[:size].view(np.uint8))
+        # Sorted in parts, one a thread: the same top, wherever the splits fall.
+        g_at = [float(whole.rad.g[i]) for i in (0, size // 4, size // 2, max(0, size - 1))]
+        for splits in ((g_at[2],), (t,), (g_at[0],), (math.inf,), (0.0,), (g_at[0], g_at[1], g_at[2], g_at[3]),
+                       (math.inf, g_at[1], g_at[1], t, 0.0)):
+            parted = CappedContext.build(gains, None, w, reference, 2, top_from=t, splits=splits)
+            assert parted.rad is not None
+            np.testing.assert_array_equal(parted.rad.g.view(np.uint8), whole.rad.g[:size].view(np.uint8))
             checked += 1
         if size == gains.shape[0]:
             continue
@@ -384,12 +395,35 @@ def test_the_top_of_the_pool_selects_the_same_on_every_backend_and_thread_count(
             np.testing.assert_array_equal(got, want, err_msg=f"{name}, {threads} threads")
 
 
+def test_a_top_sorted_in_many_parts_selects_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The top cut into eight parts, as on eight threads (``threads`` is clamped to this
+    machine's cores, so the cut is asked for directly): every backend picks the indices of
+    the one-part sort, through the gather's one-split and several-split paths."""
+    g = np.random.default_rng(4).uniform(0, 1, 300_000).astype(np.float32)
+    want = rad.select(g, 300.0, 30_000, rng=5, backend="numpy", threads=1)
+    original = capped_mod.top_threshold
+    cuts: list[int] = []
+
+    def eight_parts(gains: np.ndarray, b: int, support: int, margin: float, threads: int = 1):
+        got = original(gains, b, support, margin, 8)
+        cuts.append(-1 if got is None else len(got[1]))
+        return got
+
+    monkeypatch.setattr(capped_mod, "TOP_PART", 1024)
+    monkeypatch.setattr(capped_mod, "top_threshold", eight_parts)
+    for name in BACKENDS:
+        for threads in (1, 2):
+            got = rad.select(g, 300.0, 30_000, rng=5, backend=name, threads=threads)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name}, {threads} threads")
+    assert cuts and set(cuts) == {7}
+
+
 def test_a_top_that_misses_falls_back_to_the_whole_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     """A top holding about b points cannot hold the fill (its caps reach b only at max a,
     where F already falls): BeyondTop, then the whole pool is sorted and searched, with the
     same bits as a solve that never tried the top."""
     g = np.random.default_rng(6).uniform(0, 1, 100_000)
-    monkeypatch.setattr(capped_mod, "top_threshold", lambda gains, b, support, margin: None)
+    monkeypatch.setattr(capped_mod, "top_threshold", lambda *args: None)
     want = rad.solve(g, 100.0, 10_000)
     monkeypatch.undo()
     seen = _top_attempts(monkeypatch)

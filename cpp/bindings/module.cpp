@@ -414,15 +414,23 @@ void bind_for(py::module_& m) {
         return out;
     }, py::arg("g").noconvert(), py::arg("w"), py::arg("span"), py::arg("threads"));
 
-    m.def("values_at_least", [](Arr<T> g, double t, double split, int threads) {
+    m.def("values_at_least", [](Arr<T> g, double t, const std::vector<double>& splits, int threads) {
         threads = checked_threads(threads);
-        require(!std::isnan(t) && !std::isnan(split), "t and split must not be NaN");
+        require(!std::isnan(t), "t must not be NaN");
+        for (const double s : splits) require(!std::isnan(s), "splits must not be NaN");
         const T* gp = g.data();
         const std::int64_t n = g.size();
-        std::pair<std::vector<T>, std::int64_t> r;
-        r = interruptible(n, [&] { return rad::values_at_least(gp, n, t, split, threads); });
-        return py::make_tuple(to_array(std::move(r.first)), r.second);
-    }, py::arg("g").noconvert(), py::arg("t"), py::arg("split"), py::arg("threads"));
+        std::pair<rad::TopValues<T>, std::vector<std::int64_t>> r;
+        r = interruptible(n, [&] {
+            // One split or none: the vector compares' two parts; more: each value's part formed.
+            if (splits.size() > 1) return rad::values_at_least_in_parts(gp, n, t, splits, threads);
+            auto [top, first] = rad::values_at_least(gp, n, t, splits.empty() ? std::numeric_limits<double>::infinity() : splits[0], threads);
+            const auto total = static_cast<std::int64_t>(top.size());
+            return std::make_pair(std::move(top), splits.empty() ? std::vector<std::int64_t>{total}
+                                                                 : std::vector<std::int64_t>{first, total});
+        });
+        return py::make_tuple(to_array(std::move(r.first)), to_array(std::move(r.second)));
+    }, py::arg("g").noconvert(), py::arg("t"), py::arg("splits"), py::arg("threads"));
 
     m.def("support_block_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
         const Losses L = make_losses(losses, w);

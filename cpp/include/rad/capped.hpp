@@ -336,12 +336,16 @@ std::pair<std::int64_t, std::int64_t> gather_at_least(const T* x, std::int64_t l
     return {kh, kl};
 }
 
+// The top's values: every element is written by the gather or the cut (no zeroing first).
+template <class T>
+using TopValues = std::vector<T, uninitialised_allocator<T>>;
+
 // The values >= t (the capped path's top of the pool, sorted afterwards in
 // python/rad/_solve/capped_rad.py): those >= max(t, split) first, then the rest, each part
 // in index order, and the first part's size (the two parts are sorted on two threads).
 // Each block counts its values, then writes them at its offsets.
 template <class T>
-std::pair<std::vector<T>, std::int64_t> values_at_least(const T* g, std::int64_t n, double t, double split,
+std::pair<TopValues<T>, std::int64_t> values_at_least(const T* g, std::int64_t n, double t, double split,
                                                         int threads) {
     const T c = at_least<T>(t), c_split = at_least<T>(split);
     // One part (the second when split is above every value of T) or two.
@@ -362,10 +366,68 @@ std::pair<std::vector<T>, std::int64_t> values_at_least(const T* g, std::int64_t
     for (std::int64_t blk = 0; blk < nb; ++blk) off_hi[blk + 1] += off_hi[blk];
     off_lo[0] = off_hi[nb];
     for (std::int64_t blk = 0; blk < nb; ++blk) off_lo[blk + 1] += off_lo[blk];
-    std::vector<T> out(static_cast<size_t>(off_lo[nb]));
+    TopValues<T> out(static_cast<size_t>(off_lo[nb]));
     for_each_block(n, threads, [&](std::int64_t blk) { gather(blk, out.data() + off_hi[blk], out.data() + off_lo[blk]); });
     // Without a split every value is in the one part gathered as "hi": it is the second part.
     return {std::move(out), two || c_split <= c ? off_hi[nb] : 0};
+}
+
+// The values >= t in parts by the `splits`: part j holds the values v with
+// #{i : v < splits[i]} == j (with descending splits, the values in [splits[j], splits[j-1])),
+// each part in index order; and the parts' ends. The capped path's top cut into one part a
+// thread for the sorts (docs/design.md §1, "The top of the pool"). As values_at_least, two
+// passes (count, write); each block's values >= t are gathered a chunk at a time into the
+// thread's own buffer, their parts formed there, then counted or written to their places.
+template <class T>
+std::pair<TopValues<T>, std::vector<std::int64_t>> values_at_least_in_parts(const T* g, std::int64_t n, double t,
+                                                                           const std::vector<double>& splits,
+                                                                           int threads) {
+    const T c = at_least<T>(t);
+    const size_t parts = splits.size() + 1;
+    std::vector<T> cuts(splits.size());
+    for (size_t i = 0; i < splits.size(); ++i) cuts[i] = at_least<T>(splits[i]);  // v < cut exactly when v < split
+    const std::int64_t nb = num_blocks(n);
+    constexpr std::int64_t kChunk = 4096;
+    // body(values, their parts, count) for each chunk of block blk's values >= c
+    auto each_chunk = [&](std::int64_t blk, auto&& body) {
+        T vals[kChunk];
+        std::uint32_t id[kChunk];
+        for (std::int64_t lo = blk * kBlock, hi = std::min(n, lo + kBlock); lo < hi; lo += kChunk) {
+            const std::int64_t len = gather_at_least<T, false>(g, lo, std::min(hi, lo + kChunk), c, c, vals, nullptr).first;
+            // a part is a count of compares (the cuts' order does not matter): one cut for
+            // the whole chunk at a time, so the loops vectorise
+            for (std::int64_t i = 0; i < len; ++i) id[i] = 0;
+            for (const T cut : cuts)
+                for (std::int64_t i = 0; i < len; ++i) id[i] += vals[i] < cut ? 1u : 0u;
+            body(vals, id, len);
+        }
+    };
+    // offsets[j * nb + blk]: block blk's count of part j, then where those values go
+    // (part-major, then block: each part in index order)
+    std::vector<std::int64_t> offsets(parts * static_cast<size_t>(nb), 0);
+    auto at = [&](size_t j, std::int64_t blk) -> std::int64_t& { return offsets[j * static_cast<size_t>(nb) + static_cast<size_t>(blk)]; };
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        std::vector<std::int64_t> count(parts, 0);  // (the blocks' counts of a part share cache lines)
+        each_chunk(blk, [&](const T*, const std::uint32_t* id, std::int64_t len) {
+            for (std::int64_t i = 0; i < len; ++i) ++count[id[i]];
+        });
+        for (size_t j = 0; j < parts; ++j) at(j, blk) = count[j];
+    });
+    std::vector<std::int64_t> ends(parts);
+    std::int64_t run = 0;
+    for (size_t j = 0; j < parts; ++j) {
+        for (std::int64_t blk = 0; blk < nb; ++blk) run += std::exchange(at(j, blk), run);
+        ends[j] = run;
+    }
+    TopValues<T> out(static_cast<size_t>(run));
+    for_each_block(n, threads, [&](std::int64_t blk) {
+        std::vector<std::int64_t> pos(parts);
+        for (size_t j = 0; j < parts; ++j) pos[j] = at(j, blk);
+        each_chunk(blk, [&](const T* vals, const std::uint32_t* id, std::int64_t len) {
+            for (std::int64_t i = 0; i < len; ++i) out[static_cast<size_t>(pos[id[i]]++)] = vals[i];
+        });
+    });
+    return {std::move(out), std::move(ends)};
 }
 
 }  // namespace rad

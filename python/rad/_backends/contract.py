@@ -15,7 +15,7 @@ solver uses the sorted scan.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -175,11 +175,13 @@ class Kernels(Protocol):
         """
 
     def values_at_least(self, g: FloatArray, t: float, threads: int,
-                        split: float = math.inf) -> tuple[FloatArray, int]:
-        """The values of ``g`` that are ``>= t``, those ``>= split`` first, and how many those are.
+                        splits: Sequence[float] = ()) -> tuple[FloatArray, NDArray[np.int64]]:
+        """The values of ``g`` that are ``>= t``, in parts by ``splits``, and the parts' ends.
 
-        Each part in index order and ``g``'s dtype. The capped path's top of the pool
-        (:mod:`rad._solve.capped_rad`), sorted afterwards: the two parts on two threads.
+        Part ``j`` holds the values ``v`` with ``#{i : v < splits[i]} == j`` (with
+        descending splits: ``[splits[j], splits[j - 1])``), each part in index order and
+        ``g``'s dtype; ``ends[j]`` is where part ``j`` ends. The capped path's top of the
+        pool (:mod:`rad._solve.capped_rad`), sorted afterwards one part a thread.
         """
 
     def depround_q(self, q: NDArray[np.float64], b: int, key: int, threads: int) -> IndexArray:

@@ -8,7 +8,7 @@ internally), so the two kernels :mod:`rad.dask` needs per chunk come from the re
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -99,8 +99,10 @@ def capped_eval(
                              float(nu), float(b), float(m), threads)
 
 
-def values_at_least(g: FloatArray, t: float, threads: int, split: float = math.inf) -> tuple[FloatArray, int]:
-    return _core.values_at_least(np.ascontiguousarray(g), float(t), float(split), threads)
+def values_at_least(
+    g: FloatArray, t: float, threads: int, splits: Sequence[float] = ()
+) -> tuple[FloatArray, NDArray[np.int64]]:
+    return _core.values_at_least(np.ascontiguousarray(g), float(t), [float(s) for s in splits], threads)
 
 
 def span_sums(g: FloatArray, w: float, span: int, threads: int) -> NDArray[np.float64]:

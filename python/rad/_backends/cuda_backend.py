@@ -2348,9 +2348,9 @@ def span_sums(g, w, span, threads):
     return _cpu().span_sums(_to_host(g), w, span, threads)
 
 
-def values_at_least(g, t, threads, split=math.inf):
+def values_at_least(g, t, threads, splits=()):
     """Host fallback: the capped path sorts the gains on the host."""
-    return _cpu().values_at_least(_to_host(g), t, threads, split)
+    return _cpu().values_at_least(_to_host(g), t, threads, splits)
 
 
 def depround_blocks(gains, losses, w, params: Params, key, offset, first_stream, threads):

@@ -1101,10 +1101,14 @@ def _write_at_least(g, t, t_hi, c, c_hi, offsets, out):
                     k += 1
 
 
-def values_at_least(g, t, threads, split=math.inf):
-    """Each block counts its values ``>= t`` (and ``>= split``), then writes them at its offsets."""
+def values_at_least(g, t, threads, splits=()):
+    """Each block counts its values ``>= t`` (and ``>= splits[0]``), then writes them at its offsets.
+
+    With two splits or more the values are gathered as one part, then cut into parts
+    (:func:`_count_parts`, :func:`_write_parts`).
+    """
     _use_threads(threads)
-    t_hi = max(float(t), float(split))
+    t_hi = max(float(t), float(splits[0])) if len(splits) == 1 else math.inf
     counts = np.zeros((2, -(-g.shape[0] // BLOCK)), dtype=np.int64)
     _count_at_least(g, float(t), t_hi, counts)
     offsets = np.zeros((2, counts.shape[1] + 1), dtype=np.int64)
@@ -1115,7 +1119,52 @@ def values_at_least(g, t, threads, split=math.inf):
     out = np.empty(int(offsets[1, -1]), dtype=g.dtype)
     c, c_hi = _reference.at_least(g.dtype, float(t)), _reference.at_least(g.dtype, t_hi)
     _write_at_least(g, float(t), t_hi, c, c_hi, offsets, out)
-    return out, int(offsets[0, -1])
+    if len(splits) == 0:
+        return out, np.array([out.shape[0]], dtype=np.int64)
+    if len(splits) == 1:
+        return out, np.array([offsets[0, -1], out.shape[0]], dtype=np.int64)
+    cuts = np.array([_reference.at_least(g.dtype, float(s)) for s in splits], dtype=g.dtype)
+    counts = np.zeros((len(splits) + 1, -(-out.shape[0] // _PART_CHUNK)), dtype=np.int64)
+    _count_parts(out, cuts, counts)
+    # where each chunk's values of each part go: part-major, then chunk (each part in index order)
+    starts = (np.cumsum(counts.reshape(-1)) - counts.reshape(-1)).reshape(counts.shape)
+    parted = np.empty_like(out)
+    _write_parts(out, cuts, starts, parted)
+    return parted, np.cumsum(counts.sum(axis=1))
+
+
+#: Values per chunk of :func:`_count_parts` and :func:`_write_parts` (the tops are short).
+_PART_CHUNK = 1 << 13
+
+
+@_jit
+def _part_of(v, cuts):
+    """``#{i : v < cuts[i]}``: the part of a value (``cuts`` in ``v``'s dtype)."""
+    j = 0
+    for c in cuts:
+        j += v < c
+    return j
+
+
+@_pjit
+def _count_parts(x, cuts, counts):
+    n = x.shape[0]
+    for k in nb.prange(counts.shape[1]):
+        local = np.zeros(counts.shape[0], dtype=np.int64)  # (the chunks' counts of a part share cache lines)
+        for i in range(k * _PART_CHUNK, min(n, (k + 1) * _PART_CHUNK)):
+            local[_part_of(x[i], cuts)] += 1
+        counts[:, k] = local
+
+
+@_pjit
+def _write_parts(x, cuts, starts, out):
+    n = x.shape[0]
+    for k in nb.prange(starts.shape[1]):
+        pos = starts[:, k].copy()
+        for i in range(k * _PART_CHUNK, min(n, (k + 1) * _PART_CHUNK)):
+            j = _part_of(x[i], cuts)
+            out[pos[j]] = x[i]
+            pos[j] += 1
 
 
 #: The capped path's F(nu) and rad.dask's per-chunk rounding use the reference.

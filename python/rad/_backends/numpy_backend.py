@@ -9,8 +9,8 @@ and key, for any number of threads. ``threads`` is accepted and ignored here.
 
 from __future__ import annotations
 
-import math
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -206,15 +206,20 @@ def at_least(dtype: np.dtype, t: float) -> np.floating:
     return c
 
 
-def values_at_least(g: np.ndarray, t: float, threads: int = 1, split: float = math.inf) -> tuple[np.ndarray, int]:
-    """The values of ``g`` that are ``>= t``, those ``>= split`` first, and how many those are.
+def values_at_least(
+    g: np.ndarray, t: float, threads: int = 1, splits: Sequence[float] = ()
+) -> tuple[np.ndarray, np.ndarray]:
+    """The values of ``g`` that are ``>= t``, in parts by the descending ``splits``, and the parts' ends.
 
-    Each part in index order and ``g``'s dtype.
+    Part ``j`` holds the values ``v`` with ``#{i : v < splits[i]} == j``, in index order
+    and ``g``'s dtype.
     """
-    c = at_least(g.dtype, t)
-    c_hi = max(c, at_least(g.dtype, split))
-    hi = g[g >= c_hi]
-    return np.concatenate((hi, g[(g >= c) & (g < c_hi)])), int(hi.shape[0])
+    top = g[g >= at_least(g.dtype, t)]
+    part = np.zeros(top.shape[0], dtype=np.int64)
+    for s in splits:
+        part += top < at_least(g.dtype, s)
+    ends = np.cumsum(np.bincount(part, minlength=len(splits) + 1))
+    return top[np.argsort(part, kind="stable")], ends
 
 
 def capped_eval(

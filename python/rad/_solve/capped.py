@@ -11,7 +11,7 @@ sorted gains (:mod:`rad._solve.capped_rad`); otherwise it is one ``O(n)`` backen
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -32,6 +32,8 @@ _MAX_ITER = 400
 TOP_MARGINS = (1.25, 2.5, 8.0)
 #: Points in the strided sample that places the top's threshold.
 TOP_SAMPLE = 1 << 16
+#: The top's sort runs in parts of about this many points at least, one part a thread.
+TOP_PART = 1 << 16
 
 #: A boundary group whose share of the budget is below this (relative to ``b``) at a stop
 #: where ``F`` still rises may be floating-point residue at a breakpoint of ``F``, not a real
@@ -90,14 +92,14 @@ class CappedContext:
 
     @staticmethod
     def build(gains: np.ndarray, losses: np.ndarray | None, w: float, backend: Kernels, threads: int,
-              top_from: float | None = None, split: float = math.inf) -> CappedContext:
+              top_from: float | None = None, splits: Sequence[float] = ()) -> CappedContext:
         """Sort once: the gains alone with RAD losses, by gain and by loss otherwise.
 
         With RAD losses and ``top_from``, only the gains ``>= top_from`` (the top of the
-        pool, :mod:`rad._solve.capped_rad`; ``split`` divides its sort in two).
+        pool, :mod:`rad._solve.capped_rad`; ``splits`` divide its sort into parts).
         """
         if losses is None:
-            return CappedContext(backend, threads, rad=SortedRadGains(gains, w, backend, threads, top_from, split))
+            return CappedContext(backend, threads, rad=SortedRadGains(gains, w, backend, threads, top_from, splits))
         g = np.asarray(gains, dtype=np.float64)
         # Break ties by the other key, so the sorted arrays (and every sum over them)
         # are the same for any permutation of the input: exact permutation equivariance.
@@ -164,13 +166,15 @@ def _bisect_bits(lo: float, hi: float) -> float:
     return float(np.int64(ilo + (ihi - ilo) // 2).view(np.float64))
 
 
-def top_threshold(gains: np.ndarray, b: int, support: int, margin: float) -> tuple[float, float] | None:
-    """A gain ``t`` with about ``margin * max(b, support)`` points ``>= t``, and a split.
+def top_threshold(gains: np.ndarray, b: int, support: int, margin: float,
+                  threads: int = 1) -> tuple[float, tuple[float, ...]] | None:
+    """A gain ``t`` with about ``margin * max(b, support)`` points ``>= t``, and splits.
 
-    The split has about half as many points above it (the top's sort runs in two parts).
-    None when that is more than half the pool (the whole pool is sorted then). Read off a
-    strided sample of :data:`TOP_SAMPLE` points, so it is the same for every backend and
-    thread count (the split affects only the time).
+    The splits cut those points into about equal parts, one a thread (at least
+    :data:`TOP_PART` points each) for the top's sort; none on one thread. None when the
+    top is more than half the pool (the whole pool is sorted then). Read off a strided
+    sample of :data:`TOP_SAMPLE` points, so ``t`` is the same for every backend and thread
+    count (the splits affect only the time).
     """
     n = int(gains.shape[0])
     want = int(margin * max(b, support))
@@ -178,8 +182,12 @@ def top_threshold(gains: np.ndarray, b: int, support: int, margin: float) -> tup
         return None
     sample = np.sort(gains[:: max(1, n // TOP_SAMPLE)])
     s = int(sample.shape[0])
-    return (float(sample[s - 1 - min(s - 1, want * s // n)]),
-            float(sample[s - 1 - min(s - 1, want * s // (2 * n))]))
+
+    def above(count: int) -> float:  # the sample's value with about `count` of n points above it
+        return float(sample[s - 1 - min(s - 1, count * s // n)])
+
+    parts = max(1, min(threads, want // TOP_PART))
+    return above(want), tuple(above(want * j // parts) for j in range(1, parts))
 
 
 def solve_capped(gains: np.ndarray, losses: np.ndarray | None, w: float, backend: Kernels, threads: int,
@@ -196,12 +204,12 @@ def solve_capped(gains: np.ndarray, losses: np.ndarray | None, w: float, backend
     """
     top: CappedContext | None = None
     for margin in TOP_MARGINS if losses is None else ():
-        top_at = top_threshold(gains, b, support, margin)
+        top_at = top_threshold(gains, b, support, margin, threads)
         if top_at is None:
             break
-        top_from, split = top_at
+        top_from, splits = top_at
         if top is None:
-            top = CappedContext.build(gains, None, w, backend, threads, top_from, split)
+            top = CappedContext.build(gains, None, w, backend, threads, top_from, splits)
         else:
             assert top.rad is not None
             top.rad.extend(gains, top_from)

@@ -38,8 +38,8 @@ beyond them raises :class:`BeyondTop`, and the caller extends the top
 from __future__ import annotations
 
 import bisect
-import math
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -80,15 +80,17 @@ def count_above(sorted_desc: np.ndarray, value: float) -> int:
     return bisect.bisect_left(sorted_desc, -value, key=lambda v: -float(v))
 
 
-def _sorted_desc(negated: np.ndarray, first: int = 0) -> np.ndarray:
+def _sorted_desc(negated: np.ndarray, ends: Sequence[int] | np.ndarray = ()) -> np.ndarray:
     """The values of ``-negated`` in descending order, in ``negated``'s memory.
 
-    ``-g`` ascending is ``g`` descending (negation is exact). With ``first``, every value of
-    ``negated[:first]`` lies below every value after it, and the two parts are sorted on
-    two threads.
+    ``-g`` ascending is ``g`` descending (negation is exact). With ``ends``, the parts
+    ``negated[ends[j - 1]:ends[j]]`` are in ascending order of their values (every value of
+    a part lies below every value of the next), and each part is sorted on its own thread.
     """
+    bounds = [0, *(int(e) for e in ends), negated.shape[0]]
+    parts = [negated[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
     # NumPy's vectorised sort: faster here than a C++ radix sort
-    sort_interruptibly(*((negated[:first], negated[first:]) if 0 < first < negated.shape[0] else (negated,)))
+    sort_interruptibly(*(parts or [negated]))
     np.negative(negated, out=negated)
     return negated
 
@@ -108,25 +110,25 @@ class SortedRadGains:
     top_from : float, optional
         Hold only the gains ``>= top_from`` (the module's "top of the pool"); all of them
         by default.
-    split : float, optional
-        With ``top_from`` and two or more threads, the top's gains ``>= split`` and the rest
-        are sorted on two threads (about half on each: a split from a sample); the result
-        does not depend on it.
+    splits : sequence of float, optional
+        With ``top_from``, descending gains that cut the top into parts, each sorted on its
+        own thread (about as many points in each: splits from a sample,
+        :func:`rad._solve.capped.top_threshold`); the result does not depend on them.
     """
 
     def __init__(self, gains: np.ndarray, w: float, backend: Kernels, threads: int,
-                 top_from: float | None = None, split: float = math.inf) -> None:
+                 top_from: float | None = None, splits: Sequence[float] = ()) -> None:
         self.w = float(w)
         self.n = int(gains.shape[0])  # the pool's points
         self._backend, self._threads = backend, threads
-        first = 0
+        ends: Sequence[int] | np.ndarray = ()
         if top_from is None:
             held = np.negative(gains)  # a copy
         else:
-            # A fresh array, the gains >= split first.
-            held, first = backend.values_at_least(gains, top_from, threads, split if threads > 1 else math.inf)
+            # A fresh array in parts, the highest gains first.
+            held, ends = backend.values_at_least(gains, top_from, threads, splits)
             np.negative(held, out=held)
-        self._hold(_sorted_desc(held, first))
+        self._hold(_sorted_desc(held, ends))
         self.g_max = float(self.g[0])
         self.a_max = self.a_at(0)
 
@@ -136,8 +138,8 @@ class SortedRadGains:
         Only the new values are sorted (each is below every value held, whose tie groups
         are whole); the result is the top at ``top_from``, bit for bit.
         """
-        held, first = self._backend.values_at_least(gains, top_from, self._threads, float(self.g[-1]))
-        more = held[first:]  # the values below those held
+        held, ends = self._backend.values_at_least(gains, top_from, self._threads, (float(self.g[-1]),))
+        more = held[int(ends[0]):]  # the values below those held
         np.negative(more, out=more)
         self._hold(np.concatenate((self.g, _sorted_desc(more))))
 
