@@ -128,7 +128,7 @@ def test_gain_fill_over_many_spans(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_gain_fill_start_is_the_least_nu_where_the_caps_hold_b(monkeypatch: pytest.MonkeyPatch) -> None:
     """gain_fill_from (a bisection of the bit patterns, ``k`` by a binary search of the
-    ranks) against the same bisection with ``k`` counted by NumPy over the whole pool:
+    ranks between the counts at the bracket's ends) against the same bisection with ``k`` counted by NumPy over the whole pool:
     the same nu, to the bit, where the caps hold b. Ties, zeros, float32, 60 orders of
     magnitude, and pools over many spans."""
     from rad._solve import capped_rad

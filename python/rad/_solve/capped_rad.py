@@ -220,10 +220,15 @@ class SortedRadGains:
 
     # ------------------------------------------------------------------ searches
 
-    def capped_count(self, nu: float) -> int:
-        """``k``: how many points have ``a > nu`` (a prefix of the ranks)."""
+    def capped_count(self, nu: float, at_least: int = 0, at_most: int | None = None) -> int:
+        """``k``: how many points have ``a > nu`` (a prefix of the ranks).
+
+        ``at_least`` and ``at_most`` bound the answer where the caller knows it (the
+        counts at a larger and a smaller ``nu``): only those ranks are searched.
+        """
         w = self.w
-        return bisect.bisect_left(self.g, -nu, key=lambda v: -(float(v) + w * float(v)))
+        return bisect.bisect_left(self.g, -nu, at_least, self.size if at_most is None else at_most,
+                                  key=lambda v: -(float(v) + w * float(v)))
 
     def group_start(self, i: int) -> int:
         """First rank of the tie group holding rank ``i``."""
@@ -264,16 +269,19 @@ class SortedRadGains:
         n = self.size
         if n < b:  # C(size) <= size: the top's caps never hold b
             raise BeyondTop
-        if self.caps(0.0, self.capped_count(0.0), n) >= b:
+        k_lo = self.capped_count(0.0)
+        if self.caps(0.0, k_lo, n) >= b:
             return None
         lo, hi = 0, int(np.float64(self.a_max).view(np.int64))
+        k_hi = 0  # the counts at lo and hi: k at any nu between lies between them (k falls as nu grows)
         while hi - lo > 1:
             mid = (lo + hi) // 2
             nu = float(np.int64(mid).view(np.float64))
-            if self.caps(nu, self.capped_count(nu), n) >= b:
-                hi = mid
+            k = self.capped_count(nu, k_hi, k_lo)
+            if self.caps(nu, k, n) >= b:
+                hi, k_hi = mid, k
             else:
-                lo = mid
+                lo, k_lo = mid, k
         return float(np.int64(hi).view(np.float64))
 
     # ------------------------------------------------------------------ F
