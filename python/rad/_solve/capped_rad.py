@@ -38,6 +38,8 @@ beyond them raises :class:`BeyondTop`, and the caller extends the top
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
+import os
 import threading
 from collections.abc import Sequence
 
@@ -56,6 +58,21 @@ class BeyondTop(Exception):
     """An evaluation needs points below the values a top-of-the-pool context holds."""
 
 
+#: The threads that sort the top's parts: kept between calls (a thread started per part
+#: cost about 50 microseconds each, 0.8 ms for sixteen parts on a 2-core VM). Made on
+#: first use; it starts a thread only when none is idle.
+_SORTERS: concurrent.futures.ThreadPoolExecutor | None = None
+_SORTERS_LOCK = threading.Lock()
+
+
+def _sorters() -> concurrent.futures.ThreadPoolExecutor:
+    global _SORTERS
+    with _SORTERS_LOCK:
+        if _SORTERS is None:
+            _SORTERS = concurrent.futures.ThreadPoolExecutor(max(32, 2 * (os.cpu_count() or 1)), "rad-sort")
+        return _SORTERS
+
+
 def sort_interruptibly(*parts: np.ndarray) -> None:
     """``part.sort()`` of every part in place, each on its own thread.
 
@@ -65,14 +82,13 @@ def sort_interruptibly(*parts: np.ndarray) -> None:
     dropped. Below 2^22 points in all, the calling thread sorts the first part itself.
     """
     small = sum(int(p.shape[0]) for p in parts) < 1 << 22
-    workers = [threading.Thread(target=p.sort, name="rad-sort", daemon=True) for p in parts[small:]]
-    for worker in workers:
-        worker.start()
+    pending = {_sorters().submit(p.sort) for p in parts[small:]}
     if small:
         parts[0].sort()
-    for worker in workers:
-        while worker.is_alive():
-            worker.join(0.05)
+    while pending:
+        done, pending = concurrent.futures.wait(pending, timeout=0.05)
+        for future in done:
+            future.result()  # (a sort's own error, if any, surfaces here)
 
 
 def count_above(sorted_desc: np.ndarray, value: float) -> int:
