@@ -6,7 +6,8 @@ thread count (the bandwidth probe: C++ ``_core.stream_sum`` and a Numba ``prange
 single-threaded ``np.sum`` once per size. At the largest thread count also the C++ stages
 (sort-free search, support sums, DepRound) and the peak memory above the input; with
 ``--capped N`` the capped path (``m = 0.001 N``, ``b = N / 10``) against the uncapped
-select on the same pool, per backend. Medians; every ratio comes from numbers measured in the same run.
+select on the same pool, per backend, and where the first backend's capped call spends
+its time (cProfile). Medians; every ratio comes from numbers measured in the same run.
 
     python benchmarks/thread_scaling.py --sizes 1e8,1e9 --threads 1,2,4,8,16 --out FILE.json
 
@@ -78,7 +79,29 @@ def _capped_rows(n: int, threads: int, backends: list[str], reps: int) -> dict:
     if len(picks) > 1:
         first = next(iter(picks.values()))
         row["same_indices_across_backends"] = all(np.array_equal(first, p) for p in picks.values())
+    row[f"capped_profile_ms_{backends[0]}"] = _capped_profile(g, n, backends[0], threads)
     return row
+
+
+def _capped_profile(g: np.ndarray, n: int, backend: str, threads: int, calls: int = 5) -> dict[str, float]:
+    """Where a capped select's time goes: cProfile's own time per call (ms) of its 15
+    costliest functions on the calling thread (a kernel is one entry, so its time is not
+    inflated; Python functions' are, by the profiler's overhead). The top's parts sorted
+    on worker threads show as the calling thread's wait (a lock's ``acquire``)."""
+    import cProfile
+    import pstats
+
+    import rad
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        rad.select(g, 0.001 * n, n // 10, rng=0, backend=backend, threads=threads)
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    own = sorted(((tt, f"{os.path.basename(file)}:{line}({name})") for (file, line, name), (_, _, tt, _, _)
+                  in stats.items()), reverse=True)[:15]
+    return {name: round(1e3 * tt / calls, 3) for tt, name in own}
 
 
 def main() -> int:
