@@ -424,7 +424,8 @@ void bind_for(py::module_& m) {
         r = interruptible(n, [&] {
             // One split or none: the vector compares' two parts; more: each value's part formed.
             if (splits.size() > 1) return rad::values_at_least_in_parts(gp, n, t, splits, threads);
-            auto [top, first] = rad::values_at_least(gp, n, t, splits.empty() ? std::numeric_limits<double>::infinity() : splits[0], threads);
+            const double split = splits.empty() ? std::numeric_limits<double>::infinity() : splits[0];
+            auto [top, first] = rad::values_at_least(gp, n, t, split, threads);
             const auto total = static_cast<std::int64_t>(top.size());
             return std::make_pair(std::move(top), splits.empty() ? std::vector<std::int64_t>{total}
                                                                  : std::vector<std::int64_t>{first, total});

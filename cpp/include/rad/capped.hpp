@@ -342,7 +342,7 @@ using TopValues = std::vector<T, uninitialised_allocator<T>>;
 
 // The values >= t (the capped path's top of the pool, sorted afterwards in
 // python/rad/_solve/capped_rad.py): those >= max(t, split) first, then the rest, each part
-// in index order, and the first part's size (the two parts are sorted on two threads).
+// in index order, and the first part's size (each part is sorted on its own thread).
 // Each block counts its values, then writes them at its offsets.
 template <class T>
 std::pair<TopValues<T>, std::int64_t> values_at_least(const T* g, std::int64_t n, double t, double split,
