@@ -3,14 +3,15 @@
 # NumPy, Numba, pybind11, scikit-build-core, CMake and a compiler already installed, build
 # rad from this checkout and measure rad.select's thread scaling against the bandwidth
 # probe (one parallel sum over the same array at the same thread count). Writes one JSON
-# file with every figure; about 3-4 minutes on a 16-core host.
+# file with every figure; about 3-5 minutes on a 16-core host with a GPU.
 #
 #   benchmarks/device_check.sh                       # 1e8 and 1e9, threads 1,2,4,8,16
 #   benchmarks/device_check.sh --sizes 1e6 --threads 1,2 --out /tmp/x.json   # smoke test
 #
 # Options are passed to benchmarks/thread_scaling.py (--sizes, --threads, --repeat,
 # --backends, --out, --capped). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts,
-# GPU_CHECKS_TIMEOUT (default 240) the simulator's checks run on the GPU. Default
+# GPU_CHECKS_TIMEOUT (default 240) the simulator's checks run on the GPU, GPU_PROFILE_TIMEOUT
+# (default 120) each of the GPU's two profiles (GPU_PROFILE=0 skips them). Default
 # output: $OUT/device_check.json if $OUT is set, else benchmarks/results_device.json.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -55,6 +56,16 @@ if PYTHONPATH="$site" python -c "import numba.cuda as c, sys; sys.exit(0 if c.is
       $(limit "${GPU_CHECKS_TIMEOUT:-240}") python -c "import test_cuda_sim as T; T._child()") \
       > "${OUT:-$here}/gpu_checks.json" || echo "GPU checks ended with status $?" >&2
     tail -c 2000 "${OUT:-$here}/gpu_checks.json" >&2 || true
+  fi
+  # Where a call's time goes (GPU_PROFILE=0 skips): the GPU's idle gaps by host function
+  # (gpu_timeline.json) and the host's own time by function (gpu_host_profile.txt).
+  if [ "${GPU_PROFILE:-1}" != 0 ] && PYTHONPATH="$site" python -c "import torch" 2>/dev/null; then
+    (cd /tmp && PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${GPU_PROFILE_TIMEOUT:-120}") \
+      python "$here/gpu_timeline.py" --sizes 1e8 1e9 --out "$build/timeline" \
+      && cp "$build/timeline/timeline.json" "${OUT:-$here}/gpu_timeline.json") || echo "GPU timeline ended with status $?" >&2
+    (cd /tmp && PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${GPU_PROFILE_TIMEOUT:-120}") \
+      python "$here/gpu_host_profile.py" --sizes 1e8 1e9 --calls 15 --out "$build/profile" \
+      && cp "$build/profile/host_profile.txt" "${OUT:-$here}/gpu_host_profile.txt") || echo "GPU host profile ended with status $?" >&2
   fi
 else
   echo "no GPU visible to numba-cuda: GPU part skipped" >&2
