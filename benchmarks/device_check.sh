@@ -70,6 +70,12 @@ if PYTHONPATH="$site" python -c "import numba.cuda as c, sys; sys.exit(0 if c.is
 else
   echo "no GPU visible to numba-cuda: GPU part skipped" >&2
 fi
+# The host's dividers against divider-free reciprocals (benchmarks/cpp_reciprocal.cpp: the
+# support pass's 1/a exactly, the first pass's 1/g approximately), one JSON line.
+if g++ -O3 -march=native -ffp-contract=off -fopenmp -o "$build/cpp_reciprocal" "$here/cpp_reciprocal.cpp" 2>/dev/null; then
+  $(limit 60) "$build/cpp_reciprocal" > "${OUT:-$here}/results_reciprocal.json" || echo "reciprocal check ended with status $?" >&2
+  cat "${OUT:-$here}/results_reciprocal.json" >&2 || true
+fi
 # Issue 10's CPU part: thread scaling against the bandwidth probe.
 PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${CPU_TIMEOUT:-0}") \
   python "$here/thread_scaling.py" "${args[@]}" || echo "CPU part ended with status $?" >&2
