@@ -167,6 +167,60 @@ def test_gain_fill_start_is_the_least_nu_where_the_caps_hold_b(monkeypatch: pyte
     assert checked >= 20  # most budgets start the gain fill above 0
 
 
+@pytest.mark.parametrize("span", [SPAN, 64])
+def test_compiled_gain_fill_is_the_methods_bit_for_bit(span: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C++ backend's gain_fill and gain_fill_from against SortedRadGains' own methods
+    (the other backends' path, checked against rationals above): the same status, the same
+    bits, at 0, max a, each breakpoint a_i and the doubles either side of it, and random nu;
+    budgets from 1 to n; whole pools and tops that end early (BeyondTop); one span and many."""
+    import copy
+
+    from rad._solve import capped_rad
+    from rad._solve.capped_rad import BeyondTop
+
+    if "cpp" not in BACKENDS:
+        pytest.skip("the C++ backend is not built")
+    cpp = get_backend("cpp")
+    monkeypatch.setattr(capped_rad, "SPAN", span)
+    rng = np.random.default_rng(21)
+    pools = list(_pools(rng)) + list(_multi_span_pools(rng, 64))
+
+    def outcome(rad_gains, method: str, *args: float):
+        try:
+            got = getattr(rad_gains, method)(*args)
+        except BeyondTop:
+            return "beyond"
+        return None if got is None else np.array([float(v) for v in np.atleast_1d(got)]).view(np.int64).tolist()
+
+    compared = 0
+    for gains, w in pools:
+        whole = CappedContext.build(gains, None, w, cpp, 1)
+        assert whole.rad is not None
+        tops = [whole]
+        if gains.shape[0] > 10:
+            tops.append(CappedContext.build(gains, None, w, cpp, 1, top_from=float(whole.rad.g[gains.shape[0] // 3])))
+        for ctx in tops:
+            native = ctx.rad
+            assert native is not None and native._native[0] is not None
+            methods = copy.copy(native)
+            methods._native = (None, None)
+            a = native.g.astype(np.float64) * w + native.g.astype(np.float64)
+            nus = [0.0, native.a_max, *rng.uniform(0, native.a_max, 6).tolist()]
+            for ai in rng.choice(a, min(8, a.shape[0]), replace=False):
+                nus += [float(ai), float(np.nextafter(ai, 0)), float(np.nextafter(ai, np.inf))]
+            n = native.size
+            for b in sorted({1, max(1, n // 3), max(1, n // 2), n, n + 1}):
+                want = outcome(methods, "gain_fill_from", b)
+                assert outcome(native, "gain_fill_from", b) == want, (gains.dtype, w, b)
+                for nu in nus:
+                    m = float(rng.uniform(0, 0.05 * n))
+                    want = outcome(methods, "gain_fill", nu, b, m)
+                    got = outcome(native, "gain_fill", nu, b, m)
+                    assert got == want, (gains.dtype, w, b, nu, m)
+                    compared += want not in (None, "beyond")
+    assert compared > 500
+
+
 def test_span_sums_same_bits_on_every_backend() -> None:
     rng = np.random.default_rng(5)
     for n in (1, SPAN - 1, SPAN, 3 * SPAN + 17, 70_001):

@@ -27,6 +27,7 @@
 
 #include "rad/capped.hpp"
 #include "rad/depround.hpp"
+#include "rad/gain_fill.hpp"
 #include "rad/support.hpp"
 #include "rad/radix_sort.hpp"
 #include "rad/sketch.hpp"
@@ -432,6 +433,33 @@ void bind_for(py::module_& m) {
         });
         return py::make_tuple(to_array(std::move(r.first)), to_array(std::move(r.second)));
     }, py::arg("g").noconvert(), py::arg("t"), py::arg("splits"), py::arg("threads"));
+
+    // The capped path's gain fill on the sorted top (rad/gain_fill.hpp; the reference is
+    // rad._solve.capped_rad.SortedRadGains): the context's arrays are passed each call.
+    auto gain_fill_context = [](Arr<T>& g, Arr<double>& offsets, Arr<double>& totals, double w, std::int64_t span,
+                                bool complete) {
+        require(span > 0, "span must be positive");
+        require(totals.ndim() == 2 && totals.shape(0) == 3 && offsets.ndim() == 2 && offsets.shape(0) == 3 &&
+                    offsets.shape(1) == totals.shape(1) + 1 && totals.shape(1) == (g.size() + span - 1) / span,
+                "offsets and totals must be (3, spans + 1) and (3, spans) for the held gains");
+        return rad::SortedGainFill<T>{g.data(), g.size(), w, span, offsets.data(), totals.data(), totals.shape(1), complete};
+    };
+    m.def("gain_fill", [gain_fill_context](Arr<T> g, Arr<double> offsets, Arr<double> totals, double w, std::int64_t span,
+                                           bool complete, double nu, double b, double m) {
+        const auto fill = gain_fill_context(g, offsets, totals, w, span, complete);
+        double out[5] = {};
+        const int status = g.size() ? fill.fill(nu, b, m, out) : (complete ? 1 : 2);
+        return py::make_tuple(status, out[0], out[1], out[2], out[3], out[4]);
+    }, py::arg("g").noconvert(), py::arg("offsets"), py::arg("totals"), py::arg("w"), py::arg("span"),
+       py::arg("complete"), py::arg("nu"), py::arg("b"), py::arg("m"));
+    m.def("gain_fill_from", [gain_fill_context](Arr<T> g, Arr<double> offsets, Arr<double> totals, double w,
+                                                std::int64_t span, bool complete, double b, double a_max) {
+        const auto fill = gain_fill_context(g, offsets, totals, w, span, complete);
+        double nu = 0.0;
+        const int status = fill.fill_from(b, a_max, &nu);
+        return py::make_tuple(status, nu);
+    }, py::arg("g").noconvert(), py::arg("offsets"), py::arg("totals"), py::arg("w"), py::arg("span"),
+       py::arg("complete"), py::arg("b"), py::arg("a_max"));
 
     m.def("support_block_sums", [](Arr<T> g, OptLosses losses, double w, double tau, int threads) {
         const Losses L = make_losses(losses, w);

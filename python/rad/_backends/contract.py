@@ -8,9 +8,12 @@ Arrays arrive validated (finite, non-negative), one-dimensional and C-contiguous
 follows :mod:`rad._backends.canonical` and every random draw :mod:`rad._backends.rng`, so
 all backends return the same bits.
 
-The only optional capability is declared, not probed: ``SORTFREE`` says whether
+One optional capability is declared, not probed: ``SORTFREE`` says whether
 :meth:`Kernels.threshold_search` is a real sort-free search; where it is False the
-solver uses the sorted scan.
+solver uses the sorted scan. Two optional kernels are probed: ``gain_fill`` and
+``gain_fill_from`` (the C++ backend's), the capped path's evaluations on the sorted top
+of the pool with the same bits as :class:`rad._solve.capped_rad.SortedRadGains`' own
+methods, which run where a backend has none.
 """
 
 from __future__ import annotations

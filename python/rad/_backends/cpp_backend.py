@@ -109,6 +109,22 @@ def span_sums(g: FloatArray, w: float, span: int, threads: int) -> NDArray[np.fl
     return _core.span_sums(np.ascontiguousarray(g), float(w), int(span), threads)
 
 
+def gain_fill(
+    g: FloatArray, offsets: NDArray[np.float64], totals: NDArray[np.float64], w: float, span: int, complete: bool,
+    nu: float, b: float, m: float,
+) -> tuple[int, float, float, float, float, float]:
+    """The capped path's ``F(nu)`` on the sorted top (optional kernel; see :mod:`rad._backends.contract`)."""
+    return _core.gain_fill(g, offsets, totals, float(w), int(span), bool(complete), float(nu), float(b), float(m))
+
+
+def gain_fill_from(
+    g: FloatArray, offsets: NDArray[np.float64], totals: NDArray[np.float64], w: float, span: int, complete: bool,
+    b: float, a_max: float,
+) -> tuple[int, float]:
+    """Where the capped path's gain fill begins on the sorted top (optional kernel)."""
+    return _core.gain_fill_from(g, offsets, totals, float(w), int(span), bool(complete), float(b), float(a_max))
+
+
 def depround_q(q: FloatArray, b: int, key: int, threads: int) -> IndexArray:
     return _core.depround_q(np.ascontiguousarray(q, dtype=np.float64), int(b), int(key), threads)
 

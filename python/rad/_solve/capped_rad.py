@@ -170,6 +170,8 @@ class SortedRadGains:
         self._totals = totals
         self._offsets = offsets
         self._spans: dict[int, np.ndarray] = {}
+        # the backend's compiled gain fill where it has one (the same bits as the methods below)
+        self._native = (getattr(self._backend, "gain_fill", None), getattr(self._backend, "gain_fill_from", None))
 
     # ------------------------------------------------------------------ per-point terms
 
@@ -283,6 +285,12 @@ class SortedRadGains:
         ``C(size) >= b``, from where on it can evaluate ``F``.
         """
         n = self.size
+        if self._native[1] is not None:
+            status, nu = self._native[1](self.g, self._offsets, self._totals, self.w, SPAN, self.complete, b,
+                                         self.a_max)
+            if status == 2:
+                raise BeyondTop
+            return None if status == 1 else nu
         if n < b:  # C(size) <= size: the top's caps never hold b
             raise BeyondTop
         k_lo = self.capped_count(0.0)
@@ -307,6 +315,12 @@ class SortedRadGains:
 
         ``(value, slope, False, cut, resid, group total)``: see the module's formulas.
         """
+        if self._native[0] is not None:
+            status, value, slope, cut, resid, group_total = self._native[0](
+                self.g, self._offsets, self._totals, self.w, SPAN, self.complete, nu, b, m)
+            if status == 2:
+                raise BeyondTop
+            return None if status == 1 else (value, slope, False, cut, resid, group_total)
         k = self.capped_count(nu)
         base = nu * self.prefix(0, k)  # C(k); C(n) = C(k) + (n - k)
         if base + (self.size - k) < b:
