@@ -477,6 +477,36 @@ def test_sparse_and_dense_stretches_identical_on_every_backend(backend: str) -> 
                                       rad.select(g, 0.3 * n, 20, rng=seed, backend="numpy"))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_blocks_mostly_of_zero_probability_identical_on_every_backend(backend: str) -> None:
+    """The C++ pass rounds a block whose first 256 items are mostly of probability 0 over
+    its positive items alone (a capped pool's blocks, whose support is their top). Blocks
+    of nine zeros in ten with certain items and items too small for a unit among them;
+    zeros for 256 items, then dense; dense for 256, then zeros; nearly all zeros; a short
+    tail: the same indices as the definition, every certain item taken; and a capped
+    rad.select the same on every backend."""
+    rng = np.random.default_rng(13)
+    def mostly_zero(size: int, share: float) -> np.ndarray:
+        q = rng.random(size) * 0.9
+        q[rng.random(size) >= share] = 0.0
+        q[rng.choice(size, 40, replace=False)] = 1.0
+        q[rng.choice(size, 40, replace=False)] = 1e-15  # below 2^-46: no units
+        return q
+    zero_then_dense = rng.random(BLOCK) * 0.6
+    zero_then_dense[:256] = 0.0
+    dense_then_zero = np.zeros(BLOCK)
+    dense_then_zero[:256] = rng.random(256) * 0.6
+    dense_then_zero[rng.choice(np.arange(256, BLOCK), 500, replace=False)] = 0.3
+    q = np.concatenate([mostly_zero(BLOCK, 0.1), zero_then_dense, dense_then_zero, mostly_zero(BLOCK, 0.002),
+                        mostly_zero(333, 0.1)])
+    _assert_as_the_definition(backend, q, 6)
+    g = rng.random(3 * BLOCK + 11).astype(np.float32)
+    n = g.shape[0]
+    for seed in range(3):
+        np.testing.assert_array_equal(rad.select(g, 0.001 * n, n // 10, rng=seed, backend=backend),
+                                      rad.select(g, 0.001 * n, n // 10, rng=seed, backend="numpy"))
+
+
 @pytest.mark.skipif("numba" not in BACKENDS, reason="Numba not installed")
 @pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 130, 1000, BLOCK])
 def test_numba_running_mass_against_numpy(n: int) -> None:
