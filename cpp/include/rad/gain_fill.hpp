@@ -112,6 +112,7 @@ struct SortedGainFill {
                 if (nu * offset(0, mid) >= b) hi = mid;
                 else lo = mid + 1;
             }
+            if (lo == 0) return 1;  // (b <= 0: C(1) >= b; the capped path never asks)
             const std::int64_t j = lo, first = (j - 1) * span, last = std::min(j * span, k);
             const double off = offset(0, j - 1);
             double run = 0.0;
