@@ -38,8 +38,7 @@ beyond them raises :class:`BeyondTop`, and the caller extends the top
 from __future__ import annotations
 
 import bisect
-import concurrent.futures
-import os
+import queue
 import threading
 from collections.abc import Sequence
 
@@ -58,19 +57,53 @@ class BeyondTop(Exception):
     """An evaluation needs points below the values a top-of-the-pool context holds."""
 
 
-#: The threads that sort the top's parts: kept between calls (a thread started per part
-#: cost about 50 microseconds each, 0.8 ms for sixteen parts on a 2-core VM). Made on
-#: first use; it starts a thread only when none is idle.
-_SORTERS: concurrent.futures.ThreadPoolExecutor | None = None
-_SORTERS_LOCK = threading.Lock()
+class _SortJob:
+    """One part to sort: set ``done`` when it is sorted, or hold the error that stopped it."""
+
+    def __init__(self, part: np.ndarray) -> None:
+        self.part = part
+        self.done = threading.Event()
+        self.error: BaseException | None = None
 
 
-def _sorters() -> concurrent.futures.ThreadPoolExecutor:
-    global _SORTERS
-    with _SORTERS_LOCK:
-        if _SORTERS is None:
-            _SORTERS = concurrent.futures.ThreadPoolExecutor(max(32, 2 * (os.cpu_count() or 1)), "rad-sort")
-        return _SORTERS
+class _Sorters:
+    """Daemon threads that sort the top's parts, kept between calls.
+
+    A thread started per part cost about 50 microseconds each (0.8 ms for sixteen parts on
+    a 2-core VM). Daemon threads, as those were: a sort left running by Ctrl-C never holds
+    up the interpreter's exit. A part goes to an idle thread, or to a new one.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_SortJob] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._available = 0  # idle threads not yet promised a job
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job.part.sort()
+            except BaseException as exc:  # handed to the caller, which raises it
+                job.error = exc
+            job.done.set()
+            with self._lock:
+                self._available += 1
+
+    def submit(self, part: np.ndarray) -> _SortJob:
+        """Sort ``part`` in place on a kept thread."""
+        job = _SortJob(part)
+        with self._lock:
+            start = self._available == 0
+            if not start:
+                self._available -= 1
+        if start:
+            threading.Thread(target=self._run, name="rad-sort", daemon=True).start()
+        self._jobs.put(job)
+        return job
+
+
+_SORTERS = _Sorters()
 
 
 def sort_interruptibly(*parts: np.ndarray) -> None:
@@ -82,13 +115,14 @@ def sort_interruptibly(*parts: np.ndarray) -> None:
     dropped. Below 2^22 points in all, the calling thread sorts the first part itself.
     """
     small = sum(int(p.shape[0]) for p in parts) < 1 << 22
-    pending = {_sorters().submit(p.sort) for p in parts[small:]}
+    jobs = [_SORTERS.submit(p) for p in parts[small:]]
     if small:
         parts[0].sort()
-    while pending:
-        done, pending = concurrent.futures.wait(pending, timeout=0.05)
-        for future in done:
-            future.result()  # (a sort's own error, if any, surfaces here)
+    for job in jobs:
+        while not job.done.wait(0.05):
+            pass
+        if job.error is not None:
+            raise job.error
 
 
 def count_above(sorted_desc: np.ndarray, value: float) -> int:
