@@ -67,33 +67,26 @@ struct SortedGainFill {
         for (std::int64_t i = be * span; i < e; ++i) run += x(i);
         return run;
     }
+    // The first k in [lo, hi) with hit(k), or hi; hit is false, then true (Python's bisect).
+    template <class Hit>
+    static std::int64_t first_hit(std::int64_t lo, std::int64_t hi, Hit&& hit) {
+        while (lo < hi) {
+            const std::int64_t mid = lo + (hi - lo) / 2;
+            if (hit(mid)) hi = mid;
+            else lo = mid + 1;
+        }
+        return lo;
+    }
     // k: how many points have a > nu, searched in ranks [lo, hi) (the answer is known to lie
     // in [lo, hi]).
     std::int64_t capped_count(double nu, std::int64_t lo, std::int64_t hi) const {
-        while (lo < hi) {
-            const std::int64_t mid = lo + (hi - lo) / 2;
-            if (a(mid) <= nu) hi = mid;
-            else lo = mid + 1;
-        }
-        return lo;
+        return first_hit(lo, hi, [&](std::int64_t i) { return a(i) <= nu; });
     }
     std::int64_t count_above(double value) const {  // gains > value
-        std::int64_t lo = 0, hi = size;
-        while (lo < hi) {
-            const std::int64_t mid = lo + (hi - lo) / 2;
-            if (x(mid) <= value) hi = mid;
-            else lo = mid + 1;
-        }
-        return lo;
+        return first_hit(0, size, [&](std::int64_t i) { return x(i) <= value; });
     }
     std::int64_t count_at_least(double value) const {  // gains >= value
-        std::int64_t lo = 0, hi = size;
-        while (lo < hi) {
-            const std::int64_t mid = lo + (hi - lo) / 2;
-            if (x(mid) < value) hi = mid;
-            else lo = mid + 1;
-        }
-        return lo;
+        return first_hit(0, size, [&](std::int64_t i) { return x(i) < value; });
     }
     double cap_of(double gain, double nu) const {
         const double ag = gain + w * gain;
@@ -106,14 +99,10 @@ struct SortedGainFill {
     // Smallest s >= 1 with C(s) >= b (C(size) >= b assumed; base = C(k)).
     std::int64_t first_reaching(double nu, std::int64_t k, double base, double b) const {
         if (base >= b) {  // inside the capped prefix: the span by its offsets, then the point
-            std::int64_t lo = 0, hi = spans + 1;  // first j with nu * offset(0, j) >= b
-            while (lo < hi) {
-                const std::int64_t mid = lo + (hi - lo) / 2;
-                if (nu * offset(0, mid) >= b) hi = mid;
-                else lo = mid + 1;
-            }
-            if (lo == 0) return 1;  // (b <= 0: C(1) >= b; the capped path never asks)
-            const std::int64_t j = lo, first = (j - 1) * span, last = std::min(j * span, k);
+            // the first span end j with C(j span) >= b
+            const std::int64_t j = first_hit(0, spans + 1, [&](std::int64_t o) { return nu * offset(0, o) >= b; });
+            if (j == 0) return 1;  // (b <= 0: C(1) >= b; the capped path never asks)
+            const std::int64_t first = (j - 1) * span, last = std::min(j * span, k);
             const double off = offset(0, j - 1);
             double run = 0.0;
             for (std::int64_t i = first; i < last; ++i) {
