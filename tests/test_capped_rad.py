@@ -201,9 +201,9 @@ def test_compiled_gain_fill_is_the_methods_bit_for_bit(span: int, monkeypatch: p
             tops.append(CappedContext.build(gains, None, w, cpp, 1, top_from=float(whole.rad.g[gains.shape[0] // 3])))
         for ctx in tops:
             native = ctx.rad
-            assert native is not None and native._native[0] is not None
+            assert native is not None and native._native_fill is not None
             methods = copy.copy(native)
-            methods._native = (None, None)
+            methods._native_fill = methods._native_fill_from = None
             a = native.g.astype(np.float64) * w + native.g.astype(np.float64)
             nus = [0.0, native.a_max, *rng.uniform(0, native.a_max, 6).tolist()]
             for ai in rng.choice(a, min(8, a.shape[0]), replace=False):

@@ -171,6 +171,9 @@ class SortedRadGains:
         self.w = float(w)
         self.n = int(gains.shape[0])  # the pool's points
         self._backend, self._threads = backend, threads
+        # the backend's compiled gain fill where it has one (the same bits as the methods below)
+        self._native_fill = getattr(backend, "gain_fill", None)
+        self._native_fill_from = getattr(backend, "gain_fill_from", None)
         ends: Sequence[int] | np.ndarray = ()
         if top_from is None:
             held = np.negative(gains)  # a copy
@@ -204,8 +207,6 @@ class SortedRadGains:
         self._totals = totals
         self._offsets = offsets
         self._spans: dict[int, np.ndarray] = {}
-        # the backend's compiled gain fill where it has one (the same bits as the methods below)
-        self._native = (getattr(self._backend, "gain_fill", None), getattr(self._backend, "gain_fill_from", None))
 
     # ------------------------------------------------------------------ per-point terms
 
@@ -319,9 +320,9 @@ class SortedRadGains:
         ``C(size) >= b``, from where on it can evaluate ``F``.
         """
         n = self.size
-        if self._native[1] is not None:
-            status, nu = self._native[1](self.g, self._offsets, self._totals, self.w, SPAN, self.complete, b,
-                                         self.a_max)
+        if self._native_fill_from is not None:
+            status, nu = self._native_fill_from(self.g, self._offsets, self._totals, self.w, SPAN, self.complete,
+                                                b, self.a_max)
             if status == 2:
                 raise BeyondTop
             return None if status == 1 else nu
@@ -349,8 +350,8 @@ class SortedRadGains:
 
         ``(value, slope, False, cut, resid, group total)``: see the module's formulas.
         """
-        if self._native[0] is not None:
-            status, value, slope, cut, resid, group_total = self._native[0](
+        if self._native_fill is not None:
+            status, value, slope, cut, resid, group_total = self._native_fill(
                 self.g, self._offsets, self._totals, self.w, SPAN, self.complete, nu, b, m)
             if status == 2:
                 raise BeyondTop
