@@ -11,7 +11,8 @@
 # Options are passed to benchmarks/thread_scaling.py (--sizes, --threads, --repeat,
 # --backends, --out, --capped). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts,
 # GPU_CHECKS_TIMEOUT (default 240) the simulator's checks run on the GPU, GPU_PROFILE_TIMEOUT
-# (default 120) each of the GPU's two profiles (GPU_PROFILE=0 skips them). Default
+# (default 120) each of the GPU's two profiles (GPU_PROFILE=0 skips them); GPU=0 skips the
+# whole GPU part, CPU=0 the thread scaling. Default
 # output: $OUT/device_check.json if $OUT is set, else benchmarks/results_device.json.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -45,7 +46,7 @@ limit() { if [ "${1:-0}" -gt 0 ]; then echo "timeout --signal=INT --kill-after=2
 # The GPU part (issue 11) first, where numba-cuda sees a GPU: rad.select on device-resident
 # gains vs a GPU sum pass and the PyTorch sort-and-cumsum pipeline, checked against the CPU
 # backend.
-if PYTHONPATH="$site" python -c "import numba.cuda as c, sys; sys.exit(0 if c.is_available() else 1)" 2>/dev/null; then
+if [ "${GPU:-1}" != 0 ] && PYTHONPATH="$site" python -c "import numba.cuda as c, sys; sys.exit(0 if c.is_available() else 1)" 2>/dev/null; then
   PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${GPU_TIMEOUT:-0}") \
     python "$here/device_check_gpu.py" --out "${OUT:-$here}/results_gpu.json" \
     || echo "GPU part ended with status $?" >&2
@@ -68,7 +69,7 @@ if PYTHONPATH="$site" python -c "import numba.cuda as c, sys; sys.exit(0 if c.is
       && cp "$build/profile/host_profile.txt" "${OUT:-$here}/gpu_host_profile.txt") || echo "GPU host profile ended with status $?" >&2
   fi
 else
-  echo "no GPU visible to numba-cuda: GPU part skipped" >&2
+  echo "GPU part skipped (GPU=0, or no GPU visible to numba-cuda)" >&2
 fi
 # The host's dividers against divider-free reciprocals (benchmarks/cpp_reciprocal.cpp: the
 # support pass's 1/a exactly, the first pass's 1/g approximately), one JSON line.
@@ -77,6 +78,8 @@ if g++ -O3 -march=native -ffp-contract=off -fopenmp -o "$build/cpp_reciprocal" "
   cat "${OUT:-$here}/results_reciprocal.json" >&2 || true
 fi
 # Issue 10's CPU part: thread scaling against the bandwidth probe.
-PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${CPU_TIMEOUT:-0}") \
-  python "$here/thread_scaling.py" "${args[@]}" || echo "CPU part ended with status $?" >&2
+if [ "${CPU:-1}" != 0 ]; then
+  PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${CPU_TIMEOUT:-0}") \
+    python "$here/thread_scaling.py" "${args[@]}" || echo "CPU part ended with status $?" >&2
+fi
 echo "device check done in $(( $(date +%s) - start )) s" >&2
