@@ -583,9 +583,11 @@ def test_float32_first_pass_sum_within_its_bound(backend: str, threads: int) -> 
     """The first pass's sum of float reciprocals is within 2^-21 of the exact sum (its
     margin of doubt is 2^-20) on a pool where every float reciprocal rounds up by at least
     0.4 of its largest error 2^-24: the errors add up instead of cancelling (the sum is
-    measured at least 0.4 * 2^-24 high, so the pool does stress it). A reciprocal with a
-    larger error (an approximate instruction, fast math) or longer runs of float sums
-    would break the bound."""
+    measured at least 0.4 * 2^-24 high, so the pool does stress it). The AVX-512 pass's
+    rcp14 and Newton step give the IEEE quotient on all of these but those within 2^-28
+    of a rounding midpoint (its error bound is 2^-24 (1 + 2^-4)); a reciprocal with a
+    larger error (rcp14 alone, fast math) or longer runs of float sums would break the
+    bound."""
     import math
 
     x = np.random.default_rng(0).uniform(0.5, 1.0, 2_000_000).astype(np.float32)
