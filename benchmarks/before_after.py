@@ -2,7 +2,8 @@
 same minutes). Usage: python benchmarks/before_after.py N REPS OUT.json OLD_PYTHONPATH NEW_PYTHONPATH [WORKLOAD]
 
 The workload is the issue's (m = 0.3 n, b = 1000); with ``capped`` it is the capped path's
-(m = 0.001 n, b = n / 10: caps bind); with ``m=F`` it is m = F n, b = 1000.
+(m = 0.001 n, b = n / 10: caps bind); with ``m=F`` it is m = F n, b = 1000. The thread
+counts and backends timed: AB_THREADS (default 1,2) and AB_BACKENDS (default cpp,numba).
 
 Build the old one with: git archive <commit> | tar -x -C /tmp/old; cmake -S /tmp/old -B /tmp/old/build
 -G Ninja; cmake --build /tmp/old/build; cp /tmp/old/build/_core*.so /tmp/old/python/rad/
@@ -14,18 +15,19 @@ import subprocess
 import sys
 
 CHILD = r'''
-import sys, time, statistics, json, numpy as np, rad
+import os, sys, time, statistics, json, numpy as np, rad
 n = int(float(sys.argv[1]))
 g = np.random.default_rng(0).random(n, dtype=np.float32)
 capped = sys.argv[2] == "capped"
 frac = float(sys.argv[2][2:]) if sys.argv[2].startswith("m=") else 0.3
 m, b = (0.001 * n, n // 10) if capped else (frac * n, 1000)
 out = {}
-for be in ("cpp", "numba"):
+backends = os.environ.get("AB_BACKENDS", "cpp,numba").split(",")
+for be in backends:
     small = 1 << 20
     rad.select(g[:small], m * small / n, max(1, b * small // n), rng=0, backend=be)
-for t in (1, 2):
-    for be in ("cpp", "numba"):
+for t in [int(x) for x in os.environ.get("AB_THREADS", "1,2").split(",")]:
+    for be in backends:
         ts = []
         for _ in range(3):
             t0 = time.perf_counter()
