@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "rad/parallel.hpp"
-#include "rad/reciprocal.hpp"
 
 namespace rad {
 
@@ -278,9 +277,7 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
         if (Collecting && g[i] >= collect.lo && g[i] < collect.hi) collect.out->push_back(i);
     };
     std::int64_t i = lo;
-    // The vector part, compiled once for each way of forming 1/a (`newton`, a
-    // std::bool_constant; a runtime choice inside the loop made it three times slower).
-    auto vector_part = [&]([[maybe_unused]] auto newton) {
+    {
         // One 8-wide vector (simd::d8): lane j adds item p % 8 == j in order, the same
         // operations as item(), so the same bits (vectorised for certain).
         using namespace simd;
@@ -296,15 +293,13 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
         auto step8 = [&](std::int64_t p) __attribute__((always_inline)) {
             const d8 x = load8(g + p);
             const d8 a = L.values ? x + load8(L.values + p) : x + w * x;
+            const d8 r = one / a;
 #if defined(__AVX512F__)
             // With masks kept as masks (as approx_pass_range): adding r where `in` and +0.0
             // elsewhere is adding r where `in` (a lane's sum is never -0.0), the same bits.
             const __m512d xv = reinterpret_cast<__m512d>(x), av = reinterpret_cast<__m512d>(a);
             const __mmask8 in = _mm512_mask_cmp_pd_mask(_mm512_cmp_pd_mask(xv, reinterpret_cast<__m512d>(tv), _CMP_GE_OQ),
                                                         av, reinterpret_cast<__m512d>(zero), _CMP_GT_OQ);
-            d8 r;
-            if constexpr (decltype(newton)::value) r = reinterpret_cast<d8>(reciprocal_rn(av, in));
-            else r = one / a;
             hv = reinterpret_cast<d8>(_mm512_mask_add_pd(reinterpret_cast<__m512d>(hv), in, reinterpret_cast<__m512d>(hv),
                                                          reinterpret_cast<__m512d>(r)));
             cv = reinterpret_cast<l8>(_mm512_mask_sub_epi64(reinterpret_cast<__m512i>(cv), in, reinterpret_cast<__m512i>(cv),
@@ -316,7 +311,6 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
                 mv = reinterpret_cast<d8>(_mm512_mask_mov_pd(reinterpret_cast<__m512d>(mv), lower, av));
             }
 #else
-            const d8 r = one / a;
             const l8 in = (x >= tv) & (a > zero);
             hv += select(in, r, zero);
             cv -= in;
@@ -375,11 +369,7 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
             if (Collecting && hits) append(i, hits);
         }
         for (int j = 0; j < kLanes; ++j) lh[j] = hv[j], lg[j] = sv[j], mn[j] = mv[j], c[j] = cv[j];
-    };
-    // RN(1/a) by Newton's method where that beats the divider on this core (the same bits:
-    // rad/reciprocal.hpp; AVX-512 builds only).
-    if (newton_reciprocals()) vector_part(std::true_type{});
-    else vector_part(std::false_type{});
+    }
     for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
     out.h[blk] = combine_lanes(lh);
     out.g[blk] = WithG ? combine_lanes(lg) : std::numeric_limits<double>::quiet_NaN();
