@@ -28,8 +28,10 @@ site="$(mktemp -d /tmp/rad_site.XXXXXX)"
 build="$(mktemp -d /tmp/rad_build.XXXXXX)"
 trap 'rm -rf "$site" "$build"' EXIT
 start=$(date +%s)
-# A private copy of the tracked sources: the build never writes into the checkout.
-(cd "$root" && git ls-files -z 2>/dev/null | xargs -0 -I{} cp --parents {} "$build" 2>/dev/null) \
+# A private copy of the sources (tracked, and untracked but not ignored: a copy of the
+# checkout whose git index is older than its files still builds them): the build never
+# writes into the checkout.
+(cd "$root" && git ls-files -z -co --exclude-standard 2>/dev/null | xargs -0 -I{} cp --parents {} "$build" 2>/dev/null) \
   || cp -r "$root"/. "$build"
 rm -rf "$build"/build "$build"/python/rad/_core*.so
 python -m pip install --no-build-isolation --no-deps --no-index -q --target "$site" "$build"
