@@ -12,7 +12,8 @@
 # --backends, --out, --capped). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts,
 # GPU_CHECKS_TIMEOUT (default 240) the simulator's checks run on the GPU, GPU_PROFILE_TIMEOUT
 # (default 120) each of the GPU's two profiles (GPU_PROFILE=0 skips them); GPU=0 skips the
-# whole GPU part, CPU=0 the thread scaling. Default
+# whole GPU part, CPU=0 the thread scaling, RECIPROCAL=0 the reciprocal check; RAD_SITE names an existing install of this
+# checkout (pip --target) to use instead of building. Default
 # output: $OUT/device_check.json if $OUT is set, else benchmarks/results_device.json.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -31,11 +32,16 @@ start=$(date +%s)
 # A private copy of the sources (tracked, and untracked but not ignored: a copy of the
 # checkout whose git index is older than its files still builds them): the build never
 # writes into the checkout.
-(cd "$root" && git ls-files -z -co --exclude-standard 2>/dev/null | xargs -0 -I{} cp --parents {} "$build" 2>/dev/null) \
-  || cp -r "$root"/. "$build"
-rm -rf "$build"/build "$build"/python/rad/_core*.so
-python -m pip install --no-build-isolation --no-deps --no-index -q --target "$site" "$build"
-echo "built rad in $(( $(date +%s) - start )) s" >&2
+# RAD_SITE: a directory where this checkout is already installed (pip --target): no build.
+if [ -n "${RAD_SITE:-}" ]; then
+  cp -r "$RAD_SITE"/. "$site"
+else
+  (cd "$root" && git ls-files -z -co --exclude-standard 2>/dev/null | xargs -0 -I{} cp --parents {} "$build" 2>/dev/null) \
+    || cp -r "$root"/. "$build"
+  rm -rf "$build"/build "$build"/python/rad/_core*.so
+  python -m pip install --no-build-isolation --no-deps --no-index -q --target "$site" "$build"
+  echo "built rad in $(( $(date +%s) - start )) s" >&2
+fi
 cd /tmp
 PYTHONPATH="$site" python - <<'PY'
 import rad
@@ -75,7 +81,7 @@ else
 fi
 # The host's dividers against divider-free reciprocals (benchmarks/cpp_reciprocal.cpp: the
 # support pass's 1/a exactly, the first pass's 1/g approximately), one JSON line.
-if g++ -O3 -march=native -ffp-contract=off -fopenmp -o "$build/cpp_reciprocal" "$here/cpp_reciprocal.cpp" 2>/dev/null; then
+if [ "${RECIPROCAL:-1}" != 0 ] && g++ -O3 -march=native -ffp-contract=off -fopenmp -o "$build/cpp_reciprocal" "$here/cpp_reciprocal.cpp" 2>/dev/null; then
   $(limit 60) "$build/cpp_reciprocal" > "${OUT:-$here}/results_reciprocal.json" || echo "reciprocal check ended with status $?" >&2
   cat "${OUT:-$here}/results_reciprocal.json" >&2 || true
 fi
