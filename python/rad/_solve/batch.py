@@ -23,6 +23,7 @@ import numpy as np
 from rad._backends.contract import RoundSketch
 from rad._backends.params import Params
 from rad._solve.capped import boundary_frac, solve_capped
+from rad._solve.capped_rad import SumsOverflow
 from rad._solve.game import Game
 from rad._solve.solution import NetHarmWarning, Solution
 from rad._solve.validation import check_values
@@ -174,7 +175,10 @@ def _solve_game(game: Game) -> Solution:
                 value = b * _theorem1_value(gains, losses, w_k, m, tau, g, h, count)
                 return done(value, count, tau, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0), sketch)
 
-    ctx, nu, ev = solve_capped(gains, losses, w_k, backend, threads, b, m, kstar)
+    try:
+        ctx, nu, ev = solve_capped(gains, losses, w_k, backend, threads, b, m, kstar)
+    except SumsOverflow:
+        raise _Overflow from None
     if not (math.isfinite(ev.value) and math.isfinite(nu)):
         raise _Overflow
     frac = boundary_frac(ev, b, n)

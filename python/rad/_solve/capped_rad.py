@@ -57,6 +57,14 @@ class BeyondTop(Exception):
     """An evaluation needs points below the values a top-of-the-pool context holds."""
 
 
+class SumsOverflow(ArithmeticError):
+    """The held points' span sums are not finite (a subnormal ``a`` makes ``1/a`` overflow).
+
+    ``F`` cannot be evaluated on such sums (``nu = 0`` times an infinite sum is NaN); the
+    solver rescales the pool by a power of two and solves again (:mod:`rad._solve.batch`).
+    """
+
+
 class _SortJob:
     """One part to sort: set ``done`` when it is sorted, or hold the error that stopped it."""
 
@@ -204,6 +212,8 @@ class SortedRadGains:
         totals = self._backend.span_sums(g, self.w, SPAN, self._threads)
         offsets = np.zeros((3, totals.shape[1] + 1))
         np.cumsum(totals, axis=1, out=offsets[:, 1:])
+        if not np.isfinite(offsets[:, -1]).all():  # (the totals are positive: their sums bound them)
+            raise SumsOverflow
         self._totals = totals
         self._offsets = offsets
         self._spans: dict[int, np.ndarray] = {}
