@@ -2,7 +2,8 @@
 // the float32 first pass, threshold_support (sample + first pass + the collecting support
 // pass + the blocks summed again), one plain read (stream_sum), the support pass alone
 // (1/a and the count, as threshold_support runs it with RAD losses), the collecting pass
-// with and without the DepRound sketch, and how many blocks threshold_support sums twice.
+// with and without the DepRound sketch, how many blocks threshold_support sums twice, and
+// the support pass with either way of forming 1/a (divide, mixed: rad/reciprocal.hpp).
 // Float32 uniform gains, m = MFRAC n (default 0.3), RAD losses w = 1 - m/n.
 //   g++ -O3 -march=native -ffp-contract=off -fopenmp -DRAD_HAVE_OPENMP -Icpp/include \
 //       -o /tmp/cpp_stages benchmarks/cpp_stages.cpp
@@ -55,6 +56,18 @@ int main(int argc, char** argv) {
         });
         auto t10 = now();
         std::printf("collecting+sketch %.1f  collecting only %.1f  sketch only %.1f ms\n", ms(t6, t7), ms(t8, t9), ms(t9, t10));
+        // the support pass (H only) with each way of forming 1/a (rad/reciprocal.hpp)
+        const int chosen = support_reciprocal_mode();
+        double by[2];
+        for (int mode = 1; mode <= 2; ++mode) {
+            set_reciprocal_mode(mode);
+            auto u0 = now();
+            auto bm = support_block_sums<float, false>(g.data(), L, n, ss.search.tau, threads);
+            by[mode - 1] = ms(u0, now());
+            if (bm.h != bs.h) std::printf("the support sums differ with mode %d\n", mode);
+        }
+        set_reciprocal_mode(chosen);
+        std::printf("support(H only) divide %.1f  mixed %.1f ms (chosen: %s)\n", by[0], by[1], chosen == 2 ? "mixed" : "divide");
         // blocks holding a point between where the support pass sums from (the first pass's
         // estimate of tau, else bin_hi) and tau: the ones threshold_support sums twice
         long redo = 0, nb = num_blocks(n), inbin = 0;

@@ -561,6 +561,30 @@ PYBIND11_MODULE(_core, m) {
         out = interruptible(n, [&] { return rad::depround(n, b, key, threads, rad::fill_from(q_at)); });
         return to_array(std::move(out));
     }, py::arg("q").noconvert(), py::arg("b"), py::arg("key"), py::arg("threads"));
+    // Test and benchmark hook: how the support pass forms RN(1/a) (rad/reciprocal.hpp; the
+    // same bits either way): "auto" (timed at the next use), "divide" or "mixed".
+    m.def("set_support_reciprocal", [](const std::string& mode) {
+        require(mode == "auto" || mode == "divide" || mode == "mixed",
+                "the support reciprocal must be 'auto', 'divide' or 'mixed', not '" + mode + "'");
+        rad::set_reciprocal_mode(mode == "auto" ? 0 : mode == "divide" ? 1 : 2);
+    }, py::arg("mode"));
+    // The method the support pass uses (chosen now if it was not yet): "divide" or "mixed".
+    m.def("support_reciprocal", [] { return std::string(rad::support_reciprocal_mode() == 2 ? "mixed" : "divide"); });
+    // Test hook: 1/a for every a, eight at a time by rad::reciprocal_rn where `newton` and
+    // the build has AVX-512 (the divider elsewhere and for the tail).
+    m.def("support_reciprocals", [](Arr<double> a, bool newton) {
+        const std::int64_t n = a.size();
+        py::array_t<double> out(n);
+        const double* ap = a.data();
+        double* op = out.mutable_data();
+        std::int64_t i = 0;
+#if defined(__AVX512F__)
+        for (; newton && i + 8 <= n; i += 8)
+            _mm512_storeu_pd(op + i, rad::reciprocal_rn(_mm512_loadu_pd(ap + i), 0xFF));
+#endif
+        for (; i < n; ++i) op[i] = 1.0 / ap[i];
+        return out;
+    }, py::arg("a").noconvert(), py::arg("newton"));
     // Test hook: the float32 first pass's sums (threshold.hpp, approx_pass_range) over a
     // bracket [lo, hi) of gain values: (sum of float 1/x over x >= hi, n above, n below,
     // n positive, unsafe); the tests hold the sum to its documented error bound.

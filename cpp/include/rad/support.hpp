@@ -3,14 +3,17 @@
 // operation (the build disables FMA contraction), so all backends agree bit for bit.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
 #include "rad/parallel.hpp"
+#include "rad/reciprocal.hpp"
 
 namespace rad {
 
@@ -250,6 +253,10 @@ inline std::uint64_t float_range_hits(const float* p, std::uint32_t lo_bits, std
 }
 #endif
 
+// How this process's support passes form 1/a (rad/reciprocal.hpp): 1 divide, 2 mixed;
+// chosen by timing the first time it is asked (defined below support_block).
+inline int support_reciprocal_mode();
+
 // Block `blk` of a pool of n points, summed into `out` at `blk` as support_block_sums
 // does; with Collecting, it also appends the block's points in [collect.lo, collect.hi)
 // to *collect.out; with a `sketch` (kSketchParts entries), it records the block's row.
@@ -277,7 +284,9 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
         if (Collecting && g[i] >= collect.lo && g[i] < collect.hi) collect.out->push_back(i);
     };
     std::int64_t i = lo;
-    {
+    // The vector part, compiled for each way of forming 1/a: `mixed` (a std::bool_constant)
+    // takes every other vector's reciprocals by reciprocal_rn, the rest by the divider.
+    auto vector_part = [&]([[maybe_unused]] auto mixed) {
         // One 8-wide vector (simd::d8): lane j adds item p % 8 == j in order, the same
         // operations as item(), so the same bits (vectorised for certain).
         using namespace simd;
@@ -290,16 +299,19 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
 #else
         constexpr bool kBitsTest = false;
 #endif
-        auto step8 = [&](std::int64_t p) __attribute__((always_inline)) {
+        // `newton`: this vector's RN(1/a) by reciprocal_rn (the same bits as the division).
+        auto step8 = [&](std::int64_t p, [[maybe_unused]] auto newton) __attribute__((always_inline)) {
             const d8 x = load8(g + p);
             const d8 a = L.values ? x + load8(L.values + p) : x + w * x;
-            const d8 r = one / a;
 #if defined(__AVX512F__)
             // With masks kept as masks (as approx_pass_range): adding r where `in` and +0.0
             // elsewhere is adding r where `in` (a lane's sum is never -0.0), the same bits.
             const __m512d xv = reinterpret_cast<__m512d>(x), av = reinterpret_cast<__m512d>(a);
             const __mmask8 in = _mm512_mask_cmp_pd_mask(_mm512_cmp_pd_mask(xv, reinterpret_cast<__m512d>(tv), _CMP_GE_OQ),
                                                         av, reinterpret_cast<__m512d>(zero), _CMP_GT_OQ);
+            d8 r;
+            if constexpr (decltype(newton)::value) r = reinterpret_cast<d8>(reciprocal_rn(av, in));
+            else r = one / a;
             hv = reinterpret_cast<d8>(_mm512_mask_add_pd(reinterpret_cast<__m512d>(hv), in, reinterpret_cast<__m512d>(hv),
                                                          reinterpret_cast<__m512d>(r)));
             cv = reinterpret_cast<l8>(_mm512_mask_sub_epi64(reinterpret_cast<__m512i>(cv), in, reinterpret_cast<__m512i>(cv),
@@ -311,6 +323,7 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
                 mv = reinterpret_cast<d8>(_mm512_mask_mov_pd(reinterpret_cast<__m512d>(mv), lower, av));
             }
 #else
+            const d8 r = one / a;
             const l8 in = (x >= tv) & (a > zero);
             hv += select(in, r, zero);
             cv -= in;
@@ -356,20 +369,25 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
             prefetch_lines(g + i, kRun * sizeof(T));
             if (L.values) prefetch_lines(L.values + i, kRun * sizeof(double));
             std::uint64_t hits = 0;
-            for (std::int64_t q = 0; q < kRun; q += kLanes) hits |= static_cast<std::uint64_t>(step8(i + q)) << q;
+            for (std::int64_t q = 0; q < kRun; q += 2 * kLanes) {
+                hits |= static_cast<std::uint64_t>(step8(i + q, std::false_type{})) << q;
+                hits |= static_cast<std::uint64_t>(step8(i + q + kLanes, mixed)) << (q + kLanes);
+            }
 #if defined(__AVX512F__) || defined(__AVX2__)
             if constexpr (kBitsTest) hits = float_range_hits(reinterpret_cast<const float*>(g + i), lo_bits, width);
 #endif
             if (Collecting && hits) append(i, hits);
         }
         for (; i + kLanes <= hi; i += kLanes) {
-            unsigned hits = step8(i);  // 0 where kBitsTest: the range tested here instead
+            unsigned hits = step8(i, std::false_type{});  // 0 where kBitsTest: the range tested here instead
             if constexpr (kBitsTest)
                 for (int j = 0; j < kLanes; ++j) hits |= static_cast<unsigned>(g[i + j] >= collect.lo && g[i + j] < collect.hi) << j;
             if (Collecting && hits) append(i, hits);
         }
         for (int j = 0; j < kLanes; ++j) lh[j] = hv[j], lg[j] = sv[j], mn[j] = mv[j], c[j] = cv[j];
-    }
+    };
+    if (support_reciprocal_mode() == 2) vector_part(std::true_type{});
+    else vector_part(std::false_type{});
     for (; i < hi; ++i) item(i, static_cast<int>((i - lo) % kLanes));
     out.h[blk] = combine_lanes(lh);
     out.g[blk] = WithG ? combine_lanes(lg) : std::numeric_limits<double>::quiet_NaN();
@@ -387,11 +405,50 @@ void support_block(const T* g, Losses L, std::int64_t n, std::int64_t blk, doubl
     out.min_a[blk] = m;
 }
 
+inline int support_reciprocal_mode() {
+#if defined(__AVX512F__)
+    int mode = reciprocal_mode_slot().load(std::memory_order_acquire);
+    if (mode != 0) return mode;
+    static std::mutex choosing;  // one thread times; a caller arriving meanwhile waits
+    std::lock_guard<std::mutex> lock(choosing);
+    mode = reciprocal_mode_slot().load(std::memory_order_acquire);
+    if (mode != 0) return mode;
+    // The pass's own loop on one block in cache (uniform float gains in [0.5, 1), RAD
+    // losses, every point in the support), the best of five alternated timings each way
+    // (about 0.5 ms in all, once per process). Mixed must win by a tenth: the in-cache
+    // timing of Newton's method alone had chosen it where, in memory, it lost.
+    static std::vector<float> block = [] {
+        std::vector<float> b(static_cast<size_t>(kBlock));
+        std::uint64_t z = 0x9E3779B97F4A7C15ull;
+        for (float& x : b) {
+            z = z * 6364136223846793005ull + 1442695040888963407ull;
+            x = 0.5f + static_cast<float>(z >> 40) * 0x1p-25f;
+        }
+        return b;
+    }();
+    BlockSums out(1);
+    double best[2] = {1e300, 1e300};
+    for (int trial = 0; trial < 5; ++trial)
+        for (int m = 1; m <= 2; ++m) {
+            reciprocal_mode_slot().store(m, std::memory_order_release);
+            const auto t0 = std::chrono::steady_clock::now();
+            support_block<false, float, false>(block.data(), Losses{nullptr, 0.7}, kBlock, 0, 0.0, out);
+            best[m - 1] = std::min(best[m - 1], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+    mode = best[1] < 0.9 * best[0] ? 2 : 1;
+    reciprocal_mode_slot().store(mode, std::memory_order_release);
+    return mode;
+#else
+    return 1;
+#endif
+}
+
 // With a `sketch` (kSketchParts entries per block), the DepRound sketch too.
 template <class T, bool WithG = true>
 BlockSums support_block_sums(const T* g, Losses L, std::int64_t n, double tau, int threads,
                              double* sketch = nullptr) {
     BlockSums out(num_blocks(n));
+    support_reciprocal_mode();  // chosen before the threads start, if not yet
     for_each_block(n, threads, [&](std::int64_t blk) {
         support_block<false, T, WithG>(g, L, n, blk, tau, out, {}, sketch ? sketch + blk * kSketchParts : nullptr);
     });

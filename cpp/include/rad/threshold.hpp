@@ -1168,6 +1168,7 @@ SearchSums threshold_support_bracketed(const T* g, Losses L, std::int64_t n, dou
         if (rad) support_block<C, T, false>(g, L, n, blk, t, bs, c, row);
         else support_block<C, T, true>(g, L, n, blk, t, bs, c, row);
     };
+    support_reciprocal_mode();  // chosen before the threads start, if not yet
     for_each_block(n, threads, [&](std::int64_t blk) { sum_block(blk, from, std::true_type{}); });
     if (cancelled()) return out;
     std::vector<std::pair<double, double>> items;
