@@ -16,11 +16,13 @@
 // [1, 2) times several w and a spread of exponents, plus powers of two and all-ones
 // mantissas: the mismatches (must be 0) and how many lanes fell back are printed.
 //
-//   g++ -O3 -march=native -ffp-contract=off -fopenmp -o /tmp/cpp_reciprocal benchmarks/cpp_reciprocal.cpp
+//   g++ -O3 -march=native -ffp-contract=off -fopenmp -Icpp/include -o /tmp/cpp_reciprocal benchmarks/cpp_reciprocal.cpp
 //   /tmp/cpp_reciprocal [THREADS=all]          # one JSON line
 // AVX-512 only (prints {"skipped": ...} elsewhere).
 #include <immintrin.h>
 #include <omp.h>
+
+#include "rad/reciprocal.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -34,30 +36,14 @@
 #if defined(__AVX512F__)
 namespace {
 
-// y = RN(1 / a) for eight positive normal doubles whose reciprocals are normal.
+// y = RN(1 / a) as rad::reciprocal_rn forms it (cpp/include/rad/reciprocal.hpp), counting
+// the lanes its check sends to the divider.
 inline __m512d reciprocal_exact(__m512d a, std::int64_t* fallbacks) {
-    const __m512d one = _mm512_set1_pd(1.0);
-    __m512d y = _mm512_rcp14_pd(a);                                   // |error| < 2^-14
-    y = _mm512_fmadd_pd(y, _mm512_fnmadd_pd(a, y, one), y);          // ~2^-28
-    y = _mm512_fmadd_pd(y, _mm512_fnmadd_pd(a, y, one), y);          // within an ulp or so
-    y = _mm512_fmadd_pd(_mm512_fnmadd_pd(a, y, one), y, y);          // Markstein's last step
-    // The check: r = 1 - a y is exact (fma), and 1/a - y = r / a. y is RN(1/a) when |r| is
-    // below a times half the gap on 1/a's side of y (no ties: 1/a of a double is never
-    // halfway between two doubles unless a is a power of two, where y is exact).
-    const __m512d r = _mm512_fnmadd_pd(a, y, one);
-    const __m512d e = _mm512_getexp_pd(y);                             // floor(log2 y)
-    const __m512i mant = _mm512_and_si512(_mm512_castpd_si512(y), _mm512_set1_epi64(0x000FFFFFFFFFFFFFLL));
-    const __mmask8 pow2 = _mm512_cmpeq_epi64_mask(mant, _mm512_setzero_si512());
-    const __mmask8 below = _mm512_cmp_pd_mask(r, _mm512_setzero_pd(), _CMP_LT_OQ);  // 1/a < y
-    // half the gap: 2^(e-53), or 2^(e-54) below a power of two
-    const __m512d shift = _mm512_mask_sub_pd(_mm512_sub_pd(e, _mm512_set1_pd(53.0)), pow2 & below,
-                                             _mm512_sub_pd(e, _mm512_set1_pd(53.0)), one);
-    const __m512d limit = _mm512_scalef_pd(a, shift);                  // a * half gap (exact)
-    const __m512d ar = _mm512_abs_pd(r);
-    const __mmask8 ok = _mm512_cmp_pd_mask(ar, limit, _CMP_LT_OQ);
+    const __m512d y = rad::reciprocal_estimate(a);
+    const __mmask8 ok = rad::is_rounded_reciprocal(a, y);
     if (ok != 0xFF) {
         *fallbacks += 8 - __builtin_popcount(ok);
-        y = _mm512_mask_div_pd(y, static_cast<__mmask8>(~ok), one, a);
+        return _mm512_mask_div_pd(y, static_cast<__mmask8>(~ok), _mm512_set1_pd(1.0), a);
     }
     return y;
 }

@@ -81,7 +81,7 @@ else
 fi
 # The host's dividers against divider-free reciprocals (benchmarks/cpp_reciprocal.cpp: the
 # support pass's 1/a exactly, the first pass's 1/g approximately), one JSON line.
-if [ "${RECIPROCAL:-1}" != 0 ] && g++ -O3 -march=native -ffp-contract=off -fopenmp -o "$build/cpp_reciprocal" "$here/cpp_reciprocal.cpp" 2>/dev/null; then
+if [ "${RECIPROCAL:-1}" != 0 ] && g++ -O3 -march=native -ffp-contract=off -fopenmp -I"$root/cpp/include" -o "$build/cpp_reciprocal" "$here/cpp_reciprocal.cpp" 2>/dev/null; then
   $(limit 60) "$build/cpp_reciprocal" > "${OUT:-$here}/results_reciprocal.json" || echo "reciprocal check ended with status $?" >&2
   cat "${OUT:-$here}/results_reciprocal.json" >&2 || true
 fi

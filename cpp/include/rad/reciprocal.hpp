@@ -17,18 +17,23 @@
 namespace rad {
 
 #if defined(__AVX512F__)
-// RN(1/a) on the lanes of `need` (the other lanes: anything). Where y, the Newton
-// estimate, is within an ulp or so of 1/a, r = 1 - a y is exact (one FMA) and
-// 1/a - y = r / a, so y is RN(1/a) when |r| is below a times half the gap between y and
-// its neighbour on 1/a's side (no ties: 1/a is halfway between two doubles only where it
-// is exact). A lane that fails, or whose a is zero, negative, not finite or so large that
-// 1/a is subnormal, is divided. benchmarks/cpp_reciprocal.cpp checks it against vdivpd.
-inline __m512d reciprocal_rn(__m512d a, __mmask8 need) {
+// Newton's estimate of 1/a: rcp14, two Newton steps and Markstein's last correction
+// (within an ulp or so of 1/a for the a reciprocal_rn takes without dividing).
+inline __m512d reciprocal_estimate(__m512d a) {
     const __m512d one = _mm512_set1_pd(1.0);
     __m512d y = _mm512_rcp14_pd(a);                           // |error| < 2^-14
     y = _mm512_fmadd_pd(y, _mm512_fnmadd_pd(a, y, one), y);  // ~2^-28
     y = _mm512_fmadd_pd(y, _mm512_fnmadd_pd(a, y, one), y);  // within an ulp or so
-    y = _mm512_fmadd_pd(_mm512_fnmadd_pd(a, y, one), y, y);  // Markstein's last step
+    return _mm512_fmadd_pd(_mm512_fnmadd_pd(a, y, one), y, y);  // Markstein's last step
+}
+
+// The lanes where y is RN(1/a). Where y is within an ulp or so of 1/a, r = 1 - a y is
+// exact (one FMA) and 1/a - y = r / a, so y is RN(1/a) when |r| is below a times half the
+// gap between y and its neighbour on 1/a's side (no ties: 1/a is halfway between two
+// doubles only where it is exact). A lane whose a is zero, negative, not finite or so
+// large that 1/a is subnormal fails.
+inline __mmask8 is_rounded_reciprocal(__m512d a, __m512d y) {
+    const __m512d one = _mm512_set1_pd(1.0);
     const __m512d r = _mm512_fnmadd_pd(a, y, one);
     const __m512d e = _mm512_getexp_pd(y);  // floor(log2 y)
     const __m512i mant = _mm512_and_si512(_mm512_castpd_si512(y), _mm512_set1_epi64(0x000FFFFFFFFFFFFFLL));
@@ -38,9 +43,16 @@ inline __m512d reciprocal_rn(__m512d a, __mmask8 need) {
     const __m512d e53 = _mm512_sub_pd(e, _mm512_set1_pd(53.0));
     const __m512d shift = _mm512_mask_sub_pd(e53, pow2 & below, e53, one);
     const __m512d limit = _mm512_scalef_pd(a, shift);  // a times half the gap (exact)
-    const __mmask8 ok = _mm512_cmp_pd_mask(_mm512_abs_pd(r), limit, _CMP_LT_OQ);
-    const __mmask8 redo = need & static_cast<__mmask8>(~ok);
-    if (__builtin_expect(redo != 0, 0)) y = _mm512_mask_div_pd(y, redo, one, a);
+    return _mm512_cmp_pd_mask(_mm512_abs_pd(r), limit, _CMP_LT_OQ);
+}
+
+// RN(1/a) on the lanes of `need` (the other lanes: anything): Newton's estimate where the
+// check vouches for it, the divider elsewhere. benchmarks/cpp_reciprocal.cpp checks it
+// against vdivpd.
+inline __m512d reciprocal_rn(__m512d a, __mmask8 need) {
+    const __m512d y = reciprocal_estimate(a);
+    const __mmask8 redo = need & static_cast<__mmask8>(~is_rounded_reciprocal(a, y));
+    if (__builtin_expect(redo != 0, 0)) return _mm512_mask_div_pd(y, redo, _mm512_set1_pd(1.0), a);
     return y;
 }
 #endif
