@@ -9,10 +9,8 @@ Where the search reports no near tie, ``(tau, k*)`` equal the sorted scan's.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -435,26 +433,6 @@ def _support_hooks() -> dict:
 
 SUPPORT_HOOKS = _support_hooks()
 
-# The C++ float32 first pass runs in two phases on large pools (threshold.hpp,
-# approx_pass_narrowing): phase A on every stride-th chunk, then the rest with a bracket
-# narrowed from it. "two" runs the tests below with tiny chunks on every pool, so their
-# small pools take that path; "one" with the one-phase pass.
-PHASES = ("one", "two")
-
-
-@contextlib.contextmanager
-def _phases(which: str, backend: str = "cpp") -> Iterator[None]:
-    if which == "one" or backend != "cpp":
-        yield
-        return
-    from rad import _core
-
-    old = _core.set_first_pass_phases(64, 4, 0)
-    try:
-        yield
-    finally:
-        _core.set_first_pass_phases(*old)
-
 
 def _support_hook_matches(backend, gains, w, m, b, threads, lo, hi, margin_bits, *steer) -> int:
     status, tau, kstar, g_total, sums = SUPPORT_HOOKS[backend](gains, w, m, b, threads, lo, hi, margin_bits, *steer)
@@ -472,7 +450,6 @@ def _support_hook_matches(backend, gains, w, m, b, threads, lo, hi, margin_bits,
     return status
 
 
-@pytest.mark.parametrize("phases", PHASES)
 @pytest.mark.parametrize("backend", sorted(SUPPORT_HOOKS))
 @settings(max_examples=40, deadline=None)
 @given(
@@ -481,22 +458,18 @@ def _support_hook_matches(backend, gains, w, m, b, threads, lo, hi, margin_bits,
     b_frac=st.sampled_from([0.0, 0.01, 0.5, 1.0]),
     margin_bits=st.sampled_from(MARGINS),
 )
-def test_float32_first_pass_never_changes_the_answer(phases: str, backend: str, g, frac, b_frac, margin_bits) -> None:
-    if phases == "two" and backend != "cpp":
-        return  # (the two phases are the C++ pass's)
+def test_float32_first_pass_never_changes_the_answer(backend: str, g, frac, b_frac, margin_bits) -> None:
     gains = g.astype(np.float32)
     n = gains.shape[0]
     m, w, b = frac * n, 1.0 - frac, max(1, int(b_frac * n))
     _, tau, _ = _sorted_truth(backend, gains, None, w, m)
-    with _phases(phases, backend):
-        for lo, hi in _brackets(gains, tau):
-            _support_hook_matches(backend, gains, w, m, b, 2, lo, hi, margin_bits)
+    for lo, hi in _brackets(gains, tau):
+        _support_hook_matches(backend, gains, w, m, b, 2, lo, hi, margin_bits)
 
 
-@pytest.mark.parametrize("phases", PHASES)
 @pytest.mark.parametrize("backend", sorted(SUPPORT_HOOKS))
 @pytest.mark.parametrize("kind", ["uniform", "coarse_ties", *sorted(LIARS)])
-def test_support_pass_steered_anywhere_in_the_range(phases: str, backend: str, kind: str) -> None:
+def test_support_pass_steered_anywhere_in_the_range(backend: str, kind: str) -> None:
     """The fused support pass sums from the first pass's estimate of tau inside the
     gathered range, subtracts the range's points above it for the resolution, and sums again
     the blocks holding a point between it and tau. Moved to the range's bottom, a point
@@ -512,10 +485,6 @@ def test_support_pass_steered_anywhere_in_the_range(phases: str, backend: str, k
             **{k: (lambda f=f: f(n)) for k, f in LIARS.items()}}
     gains = make[kind]().astype(np.float32)
     steered = 0
-    if phases == "two" and backend != "cpp":
-        return
-    stack = contextlib.ExitStack()
-    stack.enter_context(_phases(phases, backend))
     for frac in (0.01, 0.3, 0.9):
         m, w = frac * n, 1.0 - frac
         _, tau, _ = _sorted_truth(backend, gains, None, w, m)
@@ -528,15 +497,13 @@ def test_support_pass_steered_anywhere_in_the_range(phases: str, backend: str, k
                             got = _core.threshold_support_bracketed(gains, None, w, m, 1000, threads, lo, hi,
                                                                     margin_bits, steer_at)
                             steered += not np.isnan(got[9])
-    stack.close()
     assert steered > 0 or kind != "uniform" or backend != "cpp"
 
 
-@pytest.mark.parametrize("phases", PHASES)
 @pytest.mark.parametrize("backend", sorted(SUPPORT_HOOKS))
 @pytest.mark.parametrize("kind", ["uniform", "coarse_ties", "near_float_max", "near_float_min", *sorted(LIARS)])
 @pytest.mark.parametrize("margin_bits", MARGINS)
-def test_float32_first_pass_across_blocks(phases: str, backend: str, kind: str, margin_bits: int) -> None:
+def test_float32_first_pass_across_blocks(backend: str, kind: str, margin_bits: int) -> None:
     """Pools of several blocks with the sample's own bracket and with brackets around tau,
     at 1 and 2 threads. Gains near FLT_MAX (1/x subnormal in float) take the exact first
     pass, and those below 2^-125 lie below the float pass's bracket (the walk then checks
@@ -552,10 +519,6 @@ def test_float32_first_pass_across_blocks(phases: str, backend: str, kind: str, 
     }
     gains = make[kind]().astype(np.float32)
     be = get_backend(backend)
-    if phases == "two" and backend != "cpp":
-        return
-    stack = contextlib.ExitStack()
-    stack.enter_context(_phases(phases, backend))
     for frac in (0.001, 0.3, 0.9):
         m, w = frac * n, 1.0 - frac
         _, tau, _ = _sorted_truth(backend, gains, None, w, m)
@@ -568,7 +531,6 @@ def test_float32_first_pass_across_blocks(phases: str, backend: str, kind: str, 
                     assert got[1:3] == want[1:3] and got[4] == want[4]
                 _support_hook_matches(backend, gains, w, m, b, threads, tau * 0.99, tau * 1.01, margin_bits)
                 _support_hook_matches(backend, gains, w, m, b, threads, tau, up, margin_bits)
-    stack.close()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -807,83 +769,3 @@ def test_numba_sample_rank_matches_numpy(values, noise, with_losses, w, m_frac) 
     m_pool = m_frac * gains.shape[0]
     assert (sample_bracket(gains, losses, w, m_pool, rank=numba_backend._sample_rank)
             == sample_bracket(gains, losses, w, m_pool))
-
-
-@pytest.mark.skipif("cpp" not in BACKENDS, reason="the two phases are the C++ pass's")
-@pytest.mark.parametrize("order", ["sorted_up", "sorted_down", "phase_a_low", "phase_a_high", "periodic", "shuffled"])
-def test_two_phases_whatever_the_pools_order(order: str) -> None:
-    """The first pass's phase A reads every stride-th chunk and narrows the bracket from
-    them; pools whose order makes those chunks unlike the rest (sorted either way, the low
-    or the high values all in phase A's chunks, a period of stride chunks) must give the
-    definition's answer: where the narrowed bracket misses tau the pass runs again with
-    the whole one. Chunks of 64 points, stride 4, against the sorted scan and the one-phase
-    pass, at 1 and 2 threads."""
-    from rad import _core
-
-    n = 3 * (1 << 16) + 17
-    r = np.random.default_rng(5)
-    g = r.random(n).astype(np.float32)
-    chunk, stride = 64, 4
-    in_a = (np.arange(n) // chunk) % stride == 0
-    if order == "sorted_up":
-        g = np.sort(g)
-    elif order == "sorted_down":
-        g = np.sort(g)[::-1].copy()
-    elif order in ("phase_a_low", "phase_a_high"):
-        s = np.sort(g)
-        k = int(in_a.sum())
-        lo_part, hi_part = (s[:k], s[k:]) if order == "phase_a_low" else (s[n - k:], s[: n - k])
-        g = np.empty_like(s)
-        g[in_a], g[~in_a] = r.permutation(lo_part), r.permutation(hi_part)
-    elif order == "periodic":
-        g = np.where(in_a, g * 0.2, 0.2 + 0.8 * g).astype(np.float32)
-    for frac in (0.01, 0.3, 0.9):
-        m, w = frac * n, 1.0 - frac
-        k_sorted, tau_sorted, _ = _sorted_truth("cpp", g, None, w, m)
-        for threads in (1, 2):
-            want = _core.threshold_support(g, None, w, m, 1000, threads)
-            with _phases("two"):
-                got = _core.threshold_support(g, None, w, m, 1000, threads)
-            assert repr(got) == repr(want)
-            if got[0] == 0:
-                assert (got[2], got[1]) == (k_sorted, tau_sorted)
-
-
-@pytest.mark.skipif("cpp" not in BACKENDS, reason="the two phases are the C++ pass's")
-@pytest.mark.parametrize("order", ["shuffled", "sorted_up", "periodic"])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_two_phases_sum_as_one_pass_over_the_narrowed_bracket(order: str, threads: int) -> None:
-    """The two phases' totals are one pass's over the bracket they narrowed to: the same
-    counts above, below and positive, each fine bin's count that of a NumPy histogram, and
-    the sum of float reciprocals above within the pass's 2^-21 (the phases add phase A's
-    bins above the cut in double, the one-phase pass in float runs). On shuffled uniform
-    gains the bracket must actually narrow (phase A, a quarter of this pool, is only a few
-    times the sample; at 1e8 points it narrows to a fifth, benchmarks/RESULTS.md)."""
-    from rad import _core
-    from rad._backends.radix_select import sample_bracket
-
-    n = 5 * (1 << 16) + 3
-    g = np.random.default_rng(2).random(n).astype(np.float32)
-    if order == "sorted_up":
-        g = np.sort(g)
-    elif order == "periodic":
-        g = np.where((np.arange(n) // 64) % 4 == 0, g * 0.2, 0.2 + 0.8 * g).astype(np.float32)
-    m, w = 0.3 * n, 0.7
-    ulo0, uhi0 = sample_bracket(g, None, w, m)
-    lo, hi = (float(np.array([u], np.uint32).view(np.float32)[0]) for u in (ulo0, uhi0))
-    with _phases("two"):
-        narrowed, nlo, nhi, h, above, below, positive, unsafe, counts = _core.approx_first_pass_phases(
-            g, lo, hi, w, m, threads)
-    one = _core.approx_first_pass_sums(g, nlo, nhi, threads)
-    assert (above, below, positive, unsafe) == tuple(one[1:])
-    assert abs(h - one[0]) <= 2.0**-21 * one[0]
-    u = g.view(np.uint32) & np.uint32(0x7FFFFFFF)
-    ulo, uhi = (int(np.array([x], np.float32).view(np.uint32)[0]) for x in (nlo, nhi))
-    sh = 0
-    while ((int(uhi0) - int(ulo0) - 1) >> sh) >= 1 << 14:
-        sh += 1
-    inside = u[(u >= ulo) & (u < uhi)]
-    want = np.bincount((inside - np.uint32(ulo)) >> np.uint32(sh), minlength=counts.shape[0])
-    np.testing.assert_array_equal(counts, want)
-    if order == "shuffled":
-        assert narrowed and uhi - ulo < int(uhi0) - int(ulo0)

@@ -585,35 +585,6 @@ PYBIND11_MODULE(_core, m) {
         for (; i < n; ++i) op[i] = 1.0 / ap[i];
         return out;
     }, py::arg("a").noconvert(), py::arg("newton"));
-    // Test hook: the float32 first pass's two phases (threshold.hpp, approx_pass_narrowing):
-    // points per chunk, every stride-th chunk in phase A, and the smallest pool that takes
-    // two phases (the defaults: 4096, 8, 2^22). Returns the settings it replaced.
-    m.def("set_first_pass_phases", [](std::int64_t chunk, std::int64_t stride, std::int64_t min_n) {
-        require(chunk >= 1 && stride >= 2 && min_n >= 0, "chunk >= 1, stride >= 2 and min_n >= 0 are required");
-        const rad::PhaseSettings old = rad::phase_settings();
-        rad::phase_settings() = rad::PhaseSettings{chunk, stride, min_n};
-        return std::make_tuple(old.chunk, old.stride, old.min_n);
-    }, py::arg("chunk"), py::arg("stride"), py::arg("min_n"));
-    // Test hook: the float32 first pass in two phases (approx_pass_narrowing) over a bracket
-    // [lo, hi) of gain values, with RAD losses w and m: (narrowed, its bracket's lo and hi
-    // as floats, then the sums as approx_first_pass_sums returns them, and the bins'
-    // counts); the tests compare them with one pass over the narrowed bracket.
-    m.def("approx_first_pass_phases", [](Arr<float> g, double lo, double hi, double w, double m_, int threads) {
-        threads = checked_threads(threads);
-        require(lo >= 0 && hi > lo && !std::isnan(lo) && !std::isnan(hi), "the bracket must be 0 <= lo < hi");
-        const float* gp = g.data();
-        const std::int64_t n = g.size();
-        const std::uint32_t ulo = rad::ordered_bits(static_cast<float>(lo)), uhi = rad::ordered_bits(static_cast<float>(hi));
-        require(ulo < uhi, "the bracket must hold a float value");
-        const rad::ApproxPass p = interruptible(n, [&] {
-            return rad::approx_pass_narrowing(gp, n, threads, ulo, uhi, 1.0 / (1.0 + w), m_);
-        });
-        py::array_t<std::int64_t> counts(static_cast<py::ssize_t>(p.fine.size()));
-        for (size_t b = 0; b < p.fine.size(); ++b) counts.mutable_data()[b] = p.fine[b].count;
-        return py::make_tuple(p.narrowed, static_cast<double>(rad::from_bits<float>(p.ulo)),
-                              static_cast<double>(rad::from_bits<float>(p.uhi)), p.tot.h, p.tot.above, p.tot.below,
-                              p.tot.positive, p.tot.unsafe, counts);
-    }, py::arg("gains").noconvert(), py::arg("lo"), py::arg("hi"), py::arg("w"), py::arg("m"), py::arg("threads"));
     // Test hook: the float32 first pass's sums (threshold.hpp, approx_pass_range) over a
     // bracket [lo, hi) of gain values: (sum of float 1/x over x >= hi, n above, n below,
     // n positive, unsafe); the tests hold the sum to its documented error bound.

@@ -678,10 +678,7 @@ struct alignas(64) ApproxAcc {
     }
 };
 
-// One thread's share [lo, hi) of the float32 first pass. Sparse: the inside points are
-// rare (a narrowed bracket, approx_pass_narrowing), so a vector holding none skips their
-// compress by a branch that is then predictable (AVX-512).
-template <bool Sparse = false>
+// One thread's share [lo, hi) of the float32 first pass.
 inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, std::uint32_t ulo, std::uint32_t uhi,
                               int sh, ApproxAcc& acc, ApproxBin* fine) {
     using namespace simd;
@@ -810,10 +807,8 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
             mn = reinterpret_cast<u16>(_mm512_mask_min_epu32(reinterpret_cast<__m512i>(mn), up, reinterpret_cast<__m512i>(mn), u));
             // Compressed in a register, then stored whole (the buffer has room): a masked
             // compress to memory is slow on some cores (AMD's Zen 4 microcodes it).
-            if (!Sparse || in) {
-                _mm512_storeu_si512(reinterpret_cast<void*>(buf + nbuf), _mm512_maskz_compress_epi32(in, u));
-                nbuf += __builtin_popcount(in);
-            }
+            _mm512_storeu_si512(reinterpret_cast<void*>(buf + nbuf), _mm512_maskz_compress_epi32(in, u));
+            nbuf += __builtin_popcount(in);
 #elif defined(__AVX2__)
             // The same operations eight lanes at a time (lanes 0-7 of the sixteen, then 8-15),
             // the inside points left-packed by a permutation from a table (the bit loop below
@@ -893,19 +888,14 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
 
 // The float32 first pass over a bracket [ulo, uhi) of bits (ulo < uhi) on up to `threads`
 // threads: the totals, and the fine bins (2^sh bits each) of the points inside.
-// The bracket it binned is [ulo, uhi): the one asked for, or within it where
-// approx_pass_narrowing narrowed it (fine bins of the same width, from the new ulo).
 struct ApproxPass {
     ApproxAcc tot;
     std::vector<ApproxBin> fine;  // kApproxFine bins (the threads' rows, folded into the first)
     int sh = 0, nt = 1;
-    std::uint32_t ulo = 0, uhi = 0;
-    bool narrowed = false;
 };
 
 inline ApproxPass approx_pass(const float* g, std::int64_t n, int threads, std::uint32_t ulo, std::uint32_t uhi) {
     ApproxPass p;
-    p.ulo = ulo, p.uhi = uhi;
     while (p.sh < 32 && ((uhi - ulo - 1) >> p.sh) >= static_cast<std::uint32_t>(kApproxFine)) ++p.sh;
     p.nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(std::max(1, threads), num_blocks(n))));
     const int nt = p.nt;
@@ -919,161 +909,6 @@ inline ApproxPass approx_pass(const float* g, std::int64_t n, int threads, std::
     for (const ApproxAcc& a : acc) p.tot.add(a);
     fold_rows(rows.data(), nt, kApproxFine);
     p.fine.assign(rows.data(), rows.data() + kApproxFine);
-    return p;
-}
-
-// The float32 first pass in two phases (docs/design.md §3, "A bracket narrowed by the
-// pass"). The sample's bracket holds about 3% of the points at 1e8, and binning them (a
-// compress per vector, then a bin each) was a third of the pass on sixteen threads of the
-// Xeon host and 57% of its arithmetic on one core, where without them the pass reads at
-// the loads' own speed (benchmarks/cpp_first_pass_parts.cpp). So phase A passes over every
-// kPhaseStride-th chunk of kPhaseChunk points with that bracket; its fine bins, scaled up,
-// place D's zero, and the bracket is cut down to the bins within a margin of ranks around
-// it (8 standard deviations of the count above it, plus two chunks for pools whose order
-// is not random); phase B passes over the other chunks with that bracket, whose inside
-// points are rare enough for a predictable branch to skip them. Their sums then add up to
-// one pass's over the narrowed bracket (phase A's bins above it join the sums above).
-// Where tau lies outside it after all, approx_locate passes again with the whole bracket:
-// the result never depends on the cut, only the time.
-struct PhaseSettings {
-    std::int64_t chunk = 4096;           // points per chunk
-    std::int64_t stride = 8;             // phase A reads chunk 0, stride, 2 stride, ...
-    std::int64_t min_n = std::int64_t(1) << 22;  // smaller pools: one phase
-};
-inline PhaseSettings& phase_settings() {  // (a test hook sets them: _core.set_first_pass_phases)
-    static PhaseSettings s;
-    return s;
-}
-
-inline ApproxPass approx_pass_narrowing(const float* g, std::int64_t n, int threads, std::uint32_t ulo,
-                                        std::uint32_t uhi, double c, double m) {
-    const PhaseSettings ps = phase_settings();
-    if (n < ps.min_n || ps.chunk <= 0 || ps.stride < 2) return approx_pass(g, n, threads, ulo, uhi);
-    ApproxPass p;
-    p.ulo = ulo, p.uhi = uhi;
-    while (p.sh < 32 && ((uhi - ulo - 1) >> p.sh) >= static_cast<std::uint32_t>(kApproxFine)) ++p.sh;
-    p.nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(std::max(1, threads), num_blocks(n))));
-    const int nt = p.nt, sh = p.sh;
-    const std::int64_t nchunks = (n + ps.chunk - 1) / ps.chunk, n_a_chunks = (nchunks + ps.stride - 1) / ps.stride;
-    // Phase A: chunks 0, stride, 2 stride, ... with the whole bracket.
-    std::vector<ApproxAcc> acc(static_cast<size_t>(nt));
-    ThreadRows<ApproxBin> rows(static_cast<size_t>(nt) * kApproxFine);
-#ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
-    for (int t = 0; t < nt; ++t) {
-        ApproxBin* row = rows.construct_row(t, kApproxFine);
-        for (std::int64_t k = n_a_chunks * t / nt; k < n_a_chunks * (t + 1) / nt; ++k) {
-            const std::int64_t lo = k * ps.stride * ps.chunk, hi = std::min(n, lo + ps.chunk);
-            ApproxAcc part;
-            approx_pass_range(g, lo, hi, ulo, uhi, sh, part, row);
-            acc[static_cast<size_t>(t)].add(part);
-        }
-    }
-    ApproxAcc a_tot;
-    for (const ApproxAcc& a : acc) a_tot.add(a);
-    fold_rows(rows.data(), nt, kApproxFine);
-    const ApproxBin* a_bins = rows.data();
-    if (a_tot.unsafe || cancelled()) {  // the exact pass decides (approx_locate)
-        p.tot = a_tot;
-        p.fine.assign(a_bins, a_bins + kApproxFine);
-        return p;
-    }
-    // D's zero by phase A's sums scaled to the pool: the first bin from the top at whose
-    // lower edge D < 0. Without one (tau above or below the bracket, or no point inside)
-    // the bracket stays whole.
-    const std::int64_t n_a = a_tot.above + a_tot.below + [&] {
-        std::int64_t k = 0;
-        for (int b = 0; b < kApproxFine; ++b) k += a_bins[b].count;
-        return k;
-    }();
-    const double scale = static_cast<double>(n) / static_cast<double>(std::max<std::int64_t>(1, n_a));
-    auto d_scaled = [&](double t, double h, std::int64_t k) {
-        return scale * (t * (c * h) - c * static_cast<double>(k)) + m;
-    };
-    int b_lo = 0, b_hi = kApproxFine;
-    {
-        double h = a_tot.h;
-        std::int64_t k = a_tot.above;
-        int star = -1;
-        const bool above_ok = k == 0 || d_scaled(static_cast<double>(from_bits<float>(uhi)), h, k) >= 0;
-        for (int b = kApproxFine - 1; above_ok && b >= 0; --b) {
-            const ApproxBin& bin = a_bins[b];
-            if (!bin.count) continue;
-            h += bin.h;
-            k += bin.count;
-            const double t = from_bits<float>(static_cast<std::uint32_t>(ulo + (static_cast<std::uint32_t>(b) << sh)));
-            if (d_scaled(t, h, k) < 0) {
-                star = b;
-                k -= bin.count;  // the count above the bin
-                break;
-            }
-        }
-        if (star >= 0) {
-            const double margin = 8.0 * std::sqrt(static_cast<double>(k) + 1.0) + 2.0 * static_cast<double>(ps.chunk);
-            double got = 0;
-            b_hi = star + 1;
-            while (b_hi < kApproxFine && got < margin) got += static_cast<double>(a_bins[b_hi++].count);
-            got = 0;
-            b_lo = star;
-            while (b_lo > 0 && got < margin) got += static_cast<double>(a_bins[--b_lo].count);
-        }
-    }
-    const std::uint32_t nlo = static_cast<std::uint32_t>(ulo + (static_cast<std::uint32_t>(b_lo) << sh));
-    const std::uint32_t nhi = b_hi == kApproxFine ? uhi
-                                                  : static_cast<std::uint32_t>(ulo + (static_cast<std::uint32_t>(b_hi) << sh));
-    const int nbins = b_hi - b_lo;
-    // Phase B: the other chunks, with the narrowed bracket [nlo, nhi) (bins b_lo.. of
-    // phase A's), each thread over its share of the chunks.
-    std::vector<ApproxAcc> acc_b(static_cast<size_t>(nt));
-    ThreadRows<ApproxBin> rows_b(static_cast<size_t>(nt) * static_cast<size_t>(nbins));
-    const bool sparse = nbins < kApproxFine / 4;
-#ifdef RAD_HAVE_OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
-    for (int t = 0; t < nt; ++t) {
-        ApproxBin* row = rows_b.construct_row(t, nbins);
-        std::int64_t j = nchunks * t / nt;
-        const std::int64_t j_end = nchunks * (t + 1) / nt;
-        while (j < j_end) {
-            if (j % ps.stride == 0) {
-                ++j;
-                continue;
-            }
-            std::int64_t e = j + 1;  // the run of phase-B chunks from j
-            while (e < j_end && e % ps.stride != 0) ++e;
-            const std::int64_t lo = j * ps.chunk, hi = std::min(n, e * ps.chunk);
-            ApproxAcc part;
-            if (sparse) approx_pass_range<true>(g, lo, hi, nlo, nhi, sh, part, row);
-            else approx_pass_range<false>(g, lo, hi, nlo, nhi, sh, part, row);
-            acc_b[static_cast<size_t>(t)].add(part);
-            j = e;
-        }
-    }
-    ApproxAcc b_tot;
-    for (const ApproxAcc& a : acc_b) b_tot.add(a);
-    fold_rows(rows_b.data(), nt, nbins);
-    // One pass's sums over [nlo, nhi): phase A's bins above the cut join the sums above it,
-    // those below it the points below.
-    p.tot = b_tot;
-    p.tot.h += a_tot.h;
-    p.tot.above += a_tot.above;
-    p.tot.below += a_tot.below;
-    p.tot.positive += a_tot.positive;
-    p.tot.min = std::min(p.tot.min, a_tot.min);
-    for (int b = b_hi; b < kApproxFine; ++b) {
-        p.tot.h += a_bins[b].h;
-        p.tot.above += a_bins[b].count;
-        p.tot.min = std::min(p.tot.min, a_bins[b].min);
-    }
-    for (int b = 0; b < b_lo; ++b) p.tot.below += a_bins[b].count;
-    p.fine.assign(kApproxFine, ApproxBin{});
-    for (int b = 0; b < nbins; ++b) {
-        p.fine[static_cast<size_t>(b)] = a_bins[b_lo + b];
-        p.fine[static_cast<size_t>(b)].add(rows_b.data()[b]);
-    }
-    p.ulo = nlo, p.uhi = nhi;
-    p.narrowed = b_lo > 0 || b_hi < kApproxFine;
     return p;
 }
 
@@ -1111,125 +946,110 @@ inline ApproxLocated approx_locate(const float* g, double w, std::int64_t n, dou
         out.exact = true;
         return out;
     }
-    enum { kFound, kExact, kMissed };
-    const double c = 1.0 / (1.0 + w);
-    // The walk over one pass's bins (its bracket [pass.ulo, pass.uhi)): kFound with `loc`
-    // set, kExact (the exact pass decides), or kMissed (tau may lie outside the bracket).
-    auto locate = [&](const ApproxPass& pass) -> int {
-        const U ulo = pass.ulo, uhi = pass.uhi;
-        const ApproxAcc& tot = pass.tot;
-        const std::vector<ApproxBin>& fine = pass.fine;
-        const int sh = pass.sh;
-        if (tot.unsafe || cancelled()) {
-            return kExact;
-        }
-        const double eps = std::ldexp(1.0, -margin_bits);
-        const double g_total = c * static_cast<double>(tot.positive);
-        // D~ at edge t with sums (h, count) and its margin of doubt.
-        auto d_of = [&](double t, double h, std::int64_t k) { return t * (c * h) - c * static_cast<double>(k) + m; };
-        auto doubt = [&](double t, double h, std::int64_t k) { return eps * (t * (c * h) + c * static_cast<double>(k) + m); };
-        double h = tot.h, fail_ub = -inf, last_min = tot.min;
-        std::int64_t k = tot.above;
-        // D~ at the range's upper and lower edges (t_hi, d_hi), (t_lo, d_lo), for the estimate
-        // of D's zero (Located::steer).
-        double t_hi = from_bits<float>(uhi), d_hi = m, t_lo = 0.0, d_lo = inf;
-        if (k > 0) {
-            const double t = from_bits<float>(uhi), d = d_of(t, h, k);
-            if (!std::isfinite(d)) {
-                return kExact;
-            }
-            if (d < doubt(t, h, k)) return kMissed;  // tau above the bracket, or may be
-            d_hi = d;
-        }
-        auto edge = [&](int b) { return static_cast<double>(from_bits<float>(static_cast<U>(ulo + (static_cast<U>(b) << sh)))); };
-        int top = -1, bot = -1, lowest = -1;
-        std::int64_t in_range = 0, above_range = k;
-        double min_above = last_min;  // last_min before the last joining bin
-        for (int b = kApproxFine - 1; b >= 0; --b) {
-            const ApproxBin& bin = fine[b];
-            if (!bin.count) continue;
-            lowest = b;
-            h += bin.h;
-            k += bin.count;
-            const double t = edge(b), d = d_of(t, h, k), e = doubt(t, h, k);
-            if (top < 0 && d >= e) {  // every group of the bin joins
-                min_above = last_min;
-                last_min = bin.min;
-                above_range = k;
-                t_hi = t, d_hi = d;
-                continue;
-            }
-            if (top < 0) top = b;
-            in_range += bin.count;
-            if (d < -e) {  // D < 0 at the bin's lower edge: tau is in this bin or above
-                bot = b;
-                fail_ub = d + e;
-                t_lo = t, d_lo = d;
-                break;
-            }
-        }
-        if (lowest < 0) return kMissed;  // nothing inside the bracket: let the radix search decide
-        if (top < 0) {  // every group inside joins: resolve the lowest bin for its smallest gain
-            top = lowest;
-            in_range = fine[lowest].count;
-            above_range -= fine[lowest].count;
-            last_min = min_above;
-            d_hi = inf;  // D~ at this bin's upper edge was not kept: no estimate
-        }
-        if (bot < 0) {
-            bot = lowest;
-            if (tot.below > 0) {
-                // The points below fail iff D at the bracket's bottom edge (an upper bound of
-                // their D) is negative.
-                const double t = from_bits<float>(ulo), d = d_of(t, h, k), e = doubt(t, h, k);
-                if (!(d < -e)) return kMissed;  // tau may lie below the bracket
-                fail_ub = d + e;
-                t_lo = t, d_lo = d;
-            }
-        }
-        if (!std::isfinite(h)) {
-            return kExact;
-        }
-        if (in_range > kBracketGatherMax) return kMissed;
-        loc.bin_lo = from_bits<float>(static_cast<U>(ulo + (static_cast<U>(bot) << sh)));
-        loc.bin_hi = from_bits<float>(static_cast<U>(
-            std::min<std::uint64_t>(uhi, static_cast<std::uint64_t>(ulo) + (static_cast<std::uint64_t>(top + 1) << sh))));
-        loc.bin_count = in_range;
-        loc.acc_n = above_range;
-        loc.acc_h = loc.acc_g = std::numeric_limits<double>::quiet_NaN();  // from the support pass
-        loc.last_min = last_min;
-        loc.pass_d = std::numeric_limits<double>::quiet_NaN();  // from the support pass
-        loc.fail_d = fail_ub, loc.g_total = g_total, loc.scale = m + g_total;
-        loc.nt = pass.nt;
-        // Between the range's edges D is continuous and piecewise linear in t, of slope H(>t)
-        // (a point at y adds c/y to H and c to G, and t c/y - c is 0 at t = y), and H barely
-        // changes across the range: D's zero lies where the line through (t_lo, d_lo) and
-        // (t_hi, d_hi) crosses 0, within D~'s error over the slope (a few dozen points of 1e8
-        // uniform gains). tau is the first gain at or above it. threshold_support_bracketed
-        // then subtracts the range's points above the estimate from the support pass's sums,
-        // for sums over g >= bin_hi. Its rounding (at most in_range ulps of H, as resolve_gathered's
-        // own sums of the range) must stay within 1% of resolve_gathered's margin,
-        // 1e-10 (t H + G + m) >= 1e-10 (c k + m): else no estimate.
-        const double h_bound = 2.0 * c * h;  // H~ over g >= bin_lo, with room for its error
-        const bool subtraction_safe = static_cast<double>(in_range + 1) * 0x1p-52 * h_bound *
-                                          static_cast<double>(loc.bin_hi) <= 1e-12 * (c * static_cast<double>(k) + m);
-        if (subtraction_safe && d_hi > 0 && d_lo < 0 && std::isfinite(d_hi) && std::isfinite(d_lo) && t_hi > t_lo) {
-            const double t0 = t_lo + (t_hi - t_lo) * (-d_lo / (d_hi - d_lo));
-            loc.steer = std::min(std::max(t0, static_cast<double>(loc.bin_lo)), static_cast<double>(loc.bin_hi));
-        }
-        return kFound;
-    };
-    // The pass in two phases where the pool is large (approx_pass_narrowing); where its
-    // narrowed bracket misses tau, once more with the whole bracket.
-    ApproxPass pass = approx_pass_narrowing(g, n, threads, ulo, uhi, c, m);
-    int status = locate(pass);
-    if (status == kMissed && pass.narrowed && !cancelled()) {
-        out = ApproxLocated{};
-        pass = approx_pass(g, n, threads, ulo, uhi);
-        status = locate(pass);
+    const ApproxPass pass = approx_pass(g, n, threads, ulo, uhi);
+    const ApproxAcc& tot = pass.tot;
+    const std::vector<ApproxBin>& fine = pass.fine;
+    const int sh = pass.sh;
+    if (tot.unsafe || cancelled()) {
+        out.exact = true;
+        return out;
     }
-    if (status == kExact) out.exact = true;
-    if (status == kMissed) return fallback();
+    const double c = 1.0 / (1.0 + w), eps = std::ldexp(1.0, -margin_bits);
+    const double g_total = c * static_cast<double>(tot.positive);
+    // D~ at edge t with sums (h, count) and its margin of doubt.
+    auto d_of = [&](double t, double h, std::int64_t k) { return t * (c * h) - c * static_cast<double>(k) + m; };
+    auto doubt = [&](double t, double h, std::int64_t k) { return eps * (t * (c * h) + c * static_cast<double>(k) + m); };
+    double h = tot.h, fail_ub = -inf, last_min = tot.min;
+    std::int64_t k = tot.above;
+    // D~ at the range's upper and lower edges (t_hi, d_hi), (t_lo, d_lo), for the estimate
+    // of D's zero (Located::steer).
+    double t_hi = from_bits<float>(uhi), d_hi = m, t_lo = 0.0, d_lo = inf;
+    if (k > 0) {
+        const double t = from_bits<float>(uhi), d = d_of(t, h, k);
+        if (!std::isfinite(d)) {
+            out.exact = true;
+            return out;
+        }
+        if (d < doubt(t, h, k)) return fallback();  // tau above the bracket, or may be
+        d_hi = d;
+    }
+    auto edge = [&](int b) { return static_cast<double>(from_bits<float>(static_cast<U>(ulo + (static_cast<U>(b) << sh)))); };
+    int top = -1, bot = -1, lowest = -1;
+    std::int64_t in_range = 0, above_range = k;
+    double min_above = last_min;  // last_min before the last joining bin
+    for (int b = kApproxFine - 1; b >= 0; --b) {
+        const ApproxBin& bin = fine[b];
+        if (!bin.count) continue;
+        lowest = b;
+        h += bin.h;
+        k += bin.count;
+        const double t = edge(b), d = d_of(t, h, k), e = doubt(t, h, k);
+        if (top < 0 && d >= e) {  // every group of the bin joins
+            min_above = last_min;
+            last_min = bin.min;
+            above_range = k;
+            t_hi = t, d_hi = d;
+            continue;
+        }
+        if (top < 0) top = b;
+        in_range += bin.count;
+        if (d < -e) {  // D < 0 at the bin's lower edge: tau is in this bin or above
+            bot = b;
+            fail_ub = d + e;
+            t_lo = t, d_lo = d;
+            break;
+        }
+    }
+    if (lowest < 0) return fallback();  // nothing inside the bracket: let the radix search decide
+    if (top < 0) {  // every group inside joins: resolve the lowest bin for its smallest gain
+        top = lowest;
+        in_range = fine[lowest].count;
+        above_range -= fine[lowest].count;
+        last_min = min_above;
+        d_hi = inf;  // D~ at this bin's upper edge was not kept: no estimate
+    }
+    if (bot < 0) {
+        bot = lowest;
+        if (tot.below > 0) {
+            // The points below fail iff D at the bracket's bottom edge (an upper bound of
+            // their D) is negative.
+            const double t = from_bits<float>(ulo), d = d_of(t, h, k), e = doubt(t, h, k);
+            if (!(d < -e)) return fallback();  // tau may lie below the bracket
+            fail_ub = d + e;
+            t_lo = t, d_lo = d;
+        }
+    }
+    if (!std::isfinite(h)) {
+        out.exact = true;
+        return out;
+    }
+    if (in_range > kBracketGatherMax) return fallback();
+    loc.bin_lo = from_bits<float>(static_cast<U>(ulo + (static_cast<U>(bot) << sh)));
+    loc.bin_hi = from_bits<float>(static_cast<U>(
+        std::min<std::uint64_t>(uhi, static_cast<std::uint64_t>(ulo) + (static_cast<std::uint64_t>(top + 1) << sh))));
+    loc.bin_count = in_range;
+    loc.acc_n = above_range;
+    loc.acc_h = loc.acc_g = std::numeric_limits<double>::quiet_NaN();  // from the support pass
+    loc.last_min = last_min;
+    loc.pass_d = std::numeric_limits<double>::quiet_NaN();  // from the support pass
+    loc.fail_d = fail_ub, loc.g_total = g_total, loc.scale = m + g_total;
+    loc.nt = pass.nt;
+    // Between the range's edges D is continuous and piecewise linear in t, of slope H(>t)
+    // (a point at y adds c/y to H and c to G, and t c/y - c is 0 at t = y), and H barely
+    // changes across the range: D's zero lies where the line through (t_lo, d_lo) and
+    // (t_hi, d_hi) crosses 0, within D~'s error over the slope (a few dozen points of 1e8
+    // uniform gains). tau is the first gain at or above it. threshold_support_bracketed
+    // then subtracts the range's points above the estimate from the support pass's sums,
+    // for sums over g >= bin_hi. Its rounding (at most in_range ulps of H, as resolve_gathered's
+    // own sums of the range) must stay within 1% of resolve_gathered's margin,
+    // 1e-10 (t H + G + m) >= 1e-10 (c k + m): else no estimate.
+    const double h_bound = 2.0 * c * h;  // H~ over g >= bin_lo, with room for its error
+    const bool subtraction_safe = static_cast<double>(in_range + 1) * 0x1p-52 * h_bound *
+                                      static_cast<double>(loc.bin_hi) <= 1e-12 * (c * static_cast<double>(k) + m);
+    if (subtraction_safe && d_hi > 0 && d_lo < 0 && std::isfinite(d_hi) && std::isfinite(d_lo) && t_hi > t_lo) {
+        const double t0 = t_lo + (t_hi - t_lo) * (-d_lo / (d_hi - d_lo));
+        loc.steer = std::min(std::max(t0, static_cast<double>(loc.bin_lo)), static_cast<double>(loc.bin_hi));
+    }
     return out;
 }
 
