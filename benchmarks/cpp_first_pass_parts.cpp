@@ -41,15 +41,7 @@ void loop(const float* g, std::int64_t lo, std::int64_t hi, std::uint32_t ulo, s
     thread_local std::vector<ApproxBin> fine(kApproxFine);
     auto drain = [&](int count, const float* buf) {
         if constexpr ((Keep & kB) != 0)
-            for (int j = 0; j < count; ++j) {
-                const float v = buf[j];
-                std::uint32_t u;
-                std::memcpy(&u, &v, sizeof u);
-                ApproxBin& bin = fine[(u - ulo) >> sh];
-                bin.count += 1;
-                bin.h += 1.0f / v;
-                bin.min = std::min(bin.min, static_cast<double>(v));
-            }
+            for (int j = 0; j < count; ++j) approx_bin_add(fine.data(), ulo, sh, buf[j]);
     };
     constexpr int kRun = 64;
     const __m512i lo_u = _mm512_set1_epi32(static_cast<int>(ulo)), hi_u = _mm512_set1_epi32(static_cast<int>(uhi)),

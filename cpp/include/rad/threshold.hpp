@@ -70,7 +70,7 @@ void fold_rows(std::vector<Bin>& hist, int nt, int bins) {
 }
 
 // Uninitialised room for the threads' rows of bins, each row constructed by the thread
-// that fills it (rows(t, bins)), so in parallel and where that thread's cache is: one
+// that fills it (construct_row), so in parallel and where that thread's cache is: one
 // thread constructing sixteen rows of the float32 pass (6 MB, freshly mapped pages) took
 // 0.6-2 ms on this 2-core VM, a sixth of the whole pass on sixteen threads. The bins must
 // be trivially destructible.
@@ -678,6 +678,17 @@ struct alignas(64) ApproxAcc {
     }
 };
 
+// A point inside the bracket [ulo, ...) into its fine bin (2^sh bits wide) with its float
+// reciprocal (the IEEE quotient) added in double. It comes as its magnitude.
+inline void approx_bin_add(ApproxBin* fine, std::uint32_t ulo, int sh, float v) {
+    std::uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    ApproxBin& bin = fine[(u - ulo) >> sh];
+    bin.count += 1;
+    bin.h += 1.0f / v;
+    bin.min = std::min(bin.min, static_cast<double>(v));
+}
+
 // One thread's share [lo, hi) of the float32 first pass.
 inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, std::uint32_t ulo, std::uint32_t uhi,
                               int sh, ApproxAcc& acc, ApproxBin* fine) {
@@ -736,12 +747,7 @@ inline void approx_pass_range(const float* g, std::int64_t lo, std::int64_t hi, 
     // quotient, as the vector's), in index order. It comes as its magnitude (the bits the
     // bracket was tested on): a negative value, flagged unsafe, must still find a bin.
     auto inside = [&](float v) {
-        std::uint32_t u;
-        std::memcpy(&u, &v, sizeof u);
-        ApproxBin& bin = fine[(u - ulo) >> sh];
-        bin.count += 1;
-        bin.h += 1.0f / v;
-        bin.min = std::min(bin.min, static_cast<double>(v));
+        approx_bin_add(fine, ulo, sh, v);
         ++inside_n;
     };
     // The inside points are compressed into `buf` by the vector loop and binned in batches:
