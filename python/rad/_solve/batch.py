@@ -39,10 +39,6 @@ class ValueOverflowWarning(RuntimeWarning):
     """
 
 
-class _Overflow(ArithmeticError):
-    """1/a overflowed (subnormal gains or losses): solve again on rescaled copies."""
-
-
 def solve_game(game: Game) -> Solution:
     """Solve a validated game exactly.
 
@@ -64,11 +60,11 @@ def solve_game(game: Game) -> Solution:
         e = room - top
         try:
             return _rescaled(game, e)
-        except _Overflow:
+        except SumsOverflow:
             raise ValueError(_SPAN) from None
     try:
         return _solve_game(game)
-    except _Overflow:
+    except SumsOverflow:
         # 2**e puts the smallest positive a near 2**-990: every 1/a and every sum of up to
         # 2**30 of them stays finite, and the largest a stays far below overflow.
         e = -990 - _bottom_exponent(game)
@@ -169,18 +165,15 @@ def _solve_game(game: Game) -> Solution:
         if tau > 0 and b <= kstar:
             h, g, count, min_a = sums if sums is not None else backend.support_sums(gains, losses, w_k, tau, threads)
             if not (math.isfinite(h) and math.isfinite(g)):
-                raise _Overflow
+                raise SumsOverflow
             nu = b / h
             if nu <= min_a:
                 value = b * _theorem1_value(gains, losses, w_k, m, tau, g, h, count)
                 return done(value, count, tau, False, Params("gain", nu, gain_cut=tau, gain_frac=1.0), sketch)
 
-    try:
-        ctx, nu, ev = solve_capped(gains, losses, w_k, backend, threads, b, m, kstar)
-    except SumsOverflow:
-        raise _Overflow from None
+    ctx, nu, ev = solve_capped(gains, losses, w_k, backend, threads, b, m, kstar)
     if not (math.isfinite(ev.value) and math.isfinite(nu)):
-        raise _Overflow
+        raise SumsOverflow
     frac = boundary_frac(ev, b, n)
     if ev.fill == "gain":
         params = Params("gain", nu, gain_cut=ev.cut, gain_frac=frac)

@@ -58,10 +58,11 @@ class BeyondTop(Exception):
 
 
 class SumsOverflow(ArithmeticError):
-    """The held points' span sums are not finite (a subnormal ``a`` makes ``1/a`` overflow).
+    """``1/a`` overflowed (subnormal gains or losses): the sums over the pool are not finite.
 
-    ``F`` cannot be evaluated on such sums (``nu = 0`` times an infinite sum is NaN); the
-    solver rescales the pool by a power of two and solves again (:mod:`rad._solve.batch`).
+    Raised by the held points' span sums here (``F`` cannot be evaluated on them: ``nu = 0``
+    times an infinite sum is NaN) and by :mod:`rad._solve.batch` for the support sums and
+    the capped value; the solver then rescales the pool by a power of two and solves again.
     """
 
 
