@@ -385,6 +385,21 @@ void bind_for(py::module_& m) {
         return std::make_tuple(static_cast<std::uint64_t>(br.lo), static_cast<std::uint64_t>(br.hi));
     }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"));
 
+    // Test hook: refine_bracket of the bracket [lo, hi) (ordered bits) with a sample of `size`.
+    m.def("refine_bracket", [](Arr<T> g, OptLosses losses, double w, double m, int threads, std::uint64_t lo,
+                               std::uint64_t hi, std::int64_t size) {
+        const Losses L = make_losses(losses, w);
+        const std::int64_t n = g.size();
+        threads = checked_threads(threads);
+        check_losses(losses, n);
+        using U = rad::uint_of<T>;
+        const U top = rad::ordered_bits(std::numeric_limits<T>::infinity());
+        require(lo <= hi && hi <= top, "the bracket must be ordered bits of non-negative values, lo <= hi");
+        const rad::Bracket<T> br = rad::refine_bracket(g.data(), L, n, m, threads, rad::Bracket<T>{static_cast<U>(lo), static_cast<U>(hi)}, size);
+        return std::make_tuple(static_cast<std::uint64_t>(br.lo), static_cast<std::uint64_t>(br.hi));
+    }, py::arg("gains").noconvert(), py::arg("losses"), py::arg("w"), py::arg("m"), py::arg("threads"), py::arg("lo"),
+       py::arg("hi"), py::arg("size"));
+
     // Bandwidth probe for the benchmarks: one parallel vectorised sum (float64 lanes).
     m.def("stream_sum", [](Arr<T> x, int threads) {
         threads = checked_threads(threads);

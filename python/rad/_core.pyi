@@ -39,6 +39,9 @@ def approx_first_pass_sums(
 def sample_bracket(
     gains: _Float, losses: Optional[_F64], w: float, m: float, threads: int
 ) -> tuple[int, int]: ...
+def refine_bracket(
+    gains: _Float, losses: Optional[_F64], w: float, m: float, threads: int, lo: int, hi: int, size: int
+) -> tuple[int, int]: ...
 def stream_sum(x: _Float, threads: int) -> float: ...
 def support_sums(
     gains: _Float, losses: Optional[_F64], w: float, tau: float, threads: int

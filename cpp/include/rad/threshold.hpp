@@ -19,6 +19,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
@@ -288,9 +289,198 @@ Bracket<T> full_bracket() {
     return {uint_of<T>(0), ordered_bits(std::numeric_limits<T>::infinity())};
 }
 
+// The size of refine_bracket's sample at n points: its cost (a strided read and the sums
+// of the points above the bracket, on every thread) against the first pass's binning of
+// the points inside (about 7 / sqrt(size) of the pool, also on every thread) is least
+// near (7 n)^(2/3) when a sample point and an inside point cost alike; as a power of two
+// in [2^16, 2^22] (2^20 at 1e8, 2^22 at 1e9), and none below 2^24 points (0). Where it
+// refines, sample_bracket's own sample is 2^14 points.
+constexpr int kSampleBitsBeforeRefine = 14;
+inline std::int64_t refine_size(std::int64_t n) {
+    if (n < (std::int64_t{1} << 24)) return 0;
+    const double best = std::cbrt(std::pow(7.0 * static_cast<double>(n), 2.0));
+    const int bits = static_cast<int>(std::lround(std::log2(best)));
+    return std::int64_t{1} << std::min(22, std::max(16, bits));
+}
+
+// Sums over sampled points of D(t) = t H - G + m's terms and of their squares: a point
+// above t adds (t - g) x to D (x = 1/a), and (t - g)^2 x^2 = t^2 x^2 - 2 t g x^2 + g^2 x^2.
+struct SampleSums {
+    double h = 0.0, g = 0.0;              // x, g x
+    double q0 = 0.0, q1 = 0.0, q2 = 0.0;  // x^2, g x^2, g^2 x^2
+
+    void add_point(double y, double a) {
+        if (!(a > 0)) return;
+        const double x = 1.0 / a, xx = x * x;
+        h += x, g += y * x, q0 += xx, q1 += y * xx, q2 += y * y * xx;
+    }
+    void add(const SampleSums& o) { h += o.h, g += o.g, q0 += o.q0, q1 += o.q1, q2 += o.q2; }
+    // D at t with each sampled point standing for f of the pool's, and its standard
+    // deviation (sampling with replacement; the raw second moment, so an upper bound).
+    double d(double t, double f, double m) const { return t * f * h - f * g + m; }
+    double sd(double t, double f) const { return f * std::sqrt(std::max(0.0, t * t * q0 - 2.0 * t * q1 + q2)); }
+};
+
+// The sample's bracket `br` narrowed by a larger strided sample of `size` points (runs of
+// 256, on `threads` threads). Each run sums SampleSums over its points above br and keeps
+// the few inside; those are binned into 4,096 equal ranges of br's bits, and a scan down
+// the bins puts the new bracket's edges where
+// - D's estimate at a bin's lower edge is within 4 standard deviations of 0 (a margin in
+//   D: it follows tie groups, where a rank's estimate jumps from one group to the next), and
+// - the ranks r -+ (4 sqrt(r) + 32) around the first bin whose edge fails, as sample_bracket
+//   draws its own (the +32 for a tau among the first few points),
+// whichever is wider: about sqrt(size / 2^14) times narrower than br. A bracket only steers
+// the speed (the pass detects a miss and falls back), so the sums above may be approximate
+// (float reciprocals with RAD losses); they are added run by run in run order, so the
+// bracket does not depend on the thread count. Always within br; br itself where the
+// sample holds an invalid value or the scan leaves br.
+template <class T>
+Bracket<T> refine_bracket(const T* g, Losses L, std::int64_t n, double m, int threads, Bracket<T> br,
+                          std::int64_t size) {
+    using U = uint_of<T>;
+    constexpr std::int64_t kRun = 256;
+    size -= size % kRun;
+    if (size < 2 * kRun || size > n / 2 || br.hi <= br.lo) return br;
+    const std::int64_t runs = size / kRun, stride = (n - kRun) / (runs - 1);
+    const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(std::max(1, threads), runs / 16)));
+    std::vector<SampleSums> run_sums(static_cast<size_t>(runs));
+    std::vector<std::int64_t> run_above(static_cast<size_t>(runs));
+    std::vector<std::vector<T>> keys(static_cast<size_t>(nt));
+    std::vector<std::vector<double>> avals(static_cast<size_t>(nt));
+    std::vector<char> bad(static_cast<size_t>(nt), 0);
+    const T hi_v = from_bits<T>(br.hi), lo_v = from_bits<T>(br.lo);
+    const double c = 1.0 / (1.0 + L.w);  // g / a with RAD losses
+#ifdef RAD_HAVE_OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; ++t) {
+        std::vector<T>& kt = keys[static_cast<size_t>(t)];
+        std::vector<double>& at = avals[static_cast<size_t>(t)];
+        T buf[kRun];
+        for (std::int64_t r = runs * t / nt; r < runs * (t + 1) / nt && !bad[static_cast<size_t>(t)]; ++r) {
+            const T* x = g + stride * r;
+            // The run a few runs on: a strided read waits a memory latency a line otherwise.
+            constexpr std::int64_t kAhead = 4;
+            if (r + kAhead < runs) prefetch_lines(g + stride * (r + kAhead) - kPrefetchBytes / sizeof(T), kRun * sizeof(T));
+            bool ok = true;
+            std::int64_t above = 0;
+            SampleSums& rs = run_sums[static_cast<size_t>(r)];
+            if (L.values) {
+                for (std::int64_t j = 0; j < kRun; ++j) {
+                    const T v = x[j];
+                    ok &= valid_value(v);
+                    const double a = static_cast<double>(v) + L.values[stride * r + j];
+                    if (v >= hi_v) {
+                        ++above;
+                        rs.add_point(v, a);
+                    } else if (v >= lo_v) {
+                        kt.push_back(v);
+                        at.push_back(a);
+                    }
+                }
+            } else {
+                // With a = g / c: x = c / g, g x = c, and the squares c^2 / g^2, c^2 / g, c^2.
+                // The reciprocals of the points above and their squares summed in T's lanes;
+                // the few points inside found from their bits.
+                using V = std::conditional_t<sizeof(T) == 4, simd::f16, simd::d8>;
+                using M = std::conditional_t<sizeof(T) == 4, simd::i16, simd::l8>;
+                constexpr int kLanes = 64 / sizeof(T);
+                const V zero = {}, one = zero + T(1), top = zero + hi_v, bottom = zero + lo_v,
+                        big = zero + std::numeric_limits<T>::max();
+                V s1 = zero, s2 = zero;
+                M up_n = {}, invalid = {};
+                std::uint64_t in_bits[kRun / kLanes];  // lane k of vector q: bit k of word q
+                for (std::int64_t j = 0; j < kRun; j += kLanes) {
+                    const V v = simd::load<V>(x + j);
+                    const M up = v >= top;
+                    invalid |= ~((v >= zero) & (v <= big));
+                    up_n -= up;
+                    const V rv = simd::select(up, one / v, zero);
+                    s1 += rv;
+                    s2 += rv * rv;
+                    in_bits[j / kLanes] = simd::movemask((v >= bottom) & ~up);
+                }
+                double r1 = 0.0, r2 = 0.0;
+                for (int k = 0; k < kLanes; ++k) r1 += s1[k], r2 += s2[k], above += up_n[k], ok &= invalid[k] == 0;
+                rs.h = c * r1, rs.g = c * static_cast<double>(above);
+                rs.q0 = c * c * r2, rs.q1 = c * c * r1, rs.q2 = c * c * static_cast<double>(above);
+                std::int64_t nin = 0;  // the inside: a loop over their bits (one mispredicted exit a run)
+                for (std::int64_t q = 0; q < kRun / kLanes; ++q)
+                    for (std::uint64_t bits = in_bits[q]; bits; bits &= bits - 1)
+                        buf[nin++] = x[q * kLanes + __builtin_ctzll(bits)];
+                kt.insert(kt.end(), buf, buf + nin);
+            }
+            if (!ok) bad[static_cast<size_t>(t)] = 1;
+            run_above[static_cast<size_t>(r)] = above;
+        }
+    }
+    for (char b : bad)
+        if (b) return br;
+    SampleSums s;
+    std::int64_t above = 0;
+    for (std::int64_t r = 0; r < runs; ++r) s.add(run_sums[static_cast<size_t>(r)]), above += run_above[static_cast<size_t>(r)];
+    // The points inside into kBins equal ranges of br's bits, in run order (one thread).
+    constexpr int kBins = 1 << 12;
+    int sh = 0;
+    while (sh < static_cast<int>(8 * sizeof(U)) && ((br.hi - br.lo - 1) >> sh) >= static_cast<U>(kBins)) ++sh;
+    std::vector<std::int64_t> cnt(kBins, 0);
+    std::vector<SampleSums> bins(kBins);
+    for (int t = 0; t < nt; ++t) {
+        const std::vector<T>& kt = keys[static_cast<size_t>(t)];
+        const std::vector<double>& at = avals[static_cast<size_t>(t)];
+        for (size_t j = 0; j < kt.size(); ++j) {
+            const double y = kt[j];
+            const size_t k = static_cast<size_t>((ordered_bits(kt[j]) - br.lo) >> sh);
+            ++cnt[k];
+            bins[k].add_point(y, L.values ? at[j] : y + L.w * y);
+        }
+    }
+    // Down the bins from br's top edge, D at each bin's lower edge with the sums over the
+    // points at or above it (a point at t adds nothing to D(t)).
+    const double f = static_cast<double>(n) / static_cast<double>(size), kSigmas = 4.0;
+    auto edge_bits = [&](std::int64_t k) { return static_cast<U>(br.lo + (static_cast<U>(k) << sh)); };
+    if (s.d(static_cast<double>(hi_v), f, m) + kSigmas * s.sd(static_cast<double>(hi_v), f) < 0) return br;
+    Bracket<T> by_d = br;
+    bool sure_above = true;          // every edge so far certainly at or above tau
+    std::int64_t fail = -1, before = 0;  // the first bin whose edge fails; the points above it
+    for (std::int64_t k = kBins - 1, seen = 0; k >= 0; --k) {
+        s.add(bins[static_cast<size_t>(k)]);
+        const double e = static_cast<double>(from_bits<T>(edge_bits(k))), d = s.d(e, f, m), sd = s.sd(e, f);
+        // D(e) >= 0 certainly: tau is at most the smallest gain at or above e, and that
+        // lies below the top of the lowest bin at or above e that holds a sampled point.
+        sure_above &= d - kSigmas * sd >= 0;
+        if (sure_above && cnt[static_cast<size_t>(k)] > 0) by_d.hi = std::min(br.hi, edge_bits(k + 1));
+        if (fail < 0 && d < 0) fail = k, before = seen;
+        if (d + kSigmas * sd < 0) {  // D(e) < 0 certainly: tau lies above e
+            by_d.lo = edge_bits(k);
+            break;
+        }
+        seen += cnt[static_cast<size_t>(k)];
+    }
+    // The rank margin: the bins holding the inside ranks before - delta and
+    // before + count + delta (r counted from the top of the whole sample; with no bin
+    // failing, tau's rank is the last).
+    if (fail < 0) before = std::accumulate(cnt.begin(), cnt.end(), std::int64_t{0});
+    const std::int64_t in_fail = fail < 0 ? 0 : cnt[static_cast<size_t>(fail)];
+    const std::int64_t delta = static_cast<std::int64_t>(4.0 * std::sqrt(static_cast<double>(above + before + in_fail / 2) + 1.0)) + 32;
+    Bracket<T> by_rank = br;
+    std::int64_t seen = 0;
+    for (std::int64_t q = kBins - 1; q >= 0; --q) {
+        const std::int64_t cq = cnt[static_cast<size_t>(q)];
+        if (seen <= before - delta && before - delta < seen + cq) by_rank.hi = std::min(br.hi, edge_bits(q + 1));
+        seen += cq;
+        if (seen > before + in_fail + delta) {
+            by_rank.lo = edge_bits(q);
+            break;
+        }
+    }
+    return Bracket<T>{std::min(by_d.lo, by_rank.lo), std::max(by_d.hi, by_rank.hi)};
+}
+
 // A bracket for tau from a strided sample of 2^14 to 2^20 gains (contiguous runs of 64):
 // the sample's own threshold scan with sums scaled by n / sample size gives a rank r;
-// the bracket spans the sample ranks r -+ (4 sqrt(r) + 32).
+// the bracket spans the sample ranks r -+ (4 sqrt(r) + 32). From 2^24 points the sample
+// is 2^14 and refine_bracket narrows its bracket.
 template <class T>
 Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m, int threads) {
     // The sample's size trades its own cost (read, sort and scan on one thread) against the
@@ -302,7 +492,7 @@ Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m, int th
     // batches), and 2^16 was still the fastest of 2^15-2^17 at 1e8 on two threads.
     const double best = std::cbrt(std::pow(static_cast<double>(n) / (4.0 * std::max(1, threads)), 2.0));
     const int bits = static_cast<int>(std::lround(std::log2(std::max(best, 1.0))));
-    const std::int64_t kSample = std::int64_t{1} << std::min(20, std::max(14, bits));
+    const std::int64_t kSample = std::int64_t{1} << (refine_size(n) ? kSampleBitsBeforeRefine : std::min(20, std::max(14, bits)));
     constexpr std::int64_t kRun = 64;
     // The sample's gains, and with explicit losses each one's a = g + l (with RAD losses a
     // follows from the gain: a = g + w g, formed where the scan needs it). Values only:
@@ -322,9 +512,11 @@ Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m, int th
         for (std::int64_t i = 0; i < n; ++i)
             if (!take(i)) return full_bracket<T>();
     } else {
-        const std::int64_t runs = kSample / kRun;
+        const std::int64_t runs = kSample / kRun, stride = (n - kRun) / (runs - 1);
         for (std::int64_t c = 0; c < runs; ++c) {
-            const std::int64_t start = (n - kRun) / (runs - 1) * c;
+            const std::int64_t start = stride * c;
+            // A few runs on (see refine_bracket).
+            if (c + 8 < runs) prefetch_lines(g + start + 8 * stride - kPrefetchBytes / sizeof(T), kRun * sizeof(T));
             for (std::int64_t i = start; i < start + kRun; ++i)
                 if (!take(i)) return full_bracket<T>();
         }
@@ -369,7 +561,7 @@ Bracket<T> sample_bracket(const T* g, Losses L, std::int64_t n, double m, int th
     Bracket<T> br = full_bracket<T>();
     if (r - delta >= 0) br.hi = ordered_bits(static_cast<T>(at(r - delta).first)) + 1;
     if (r + delta < ns) br.lo = ordered_bits(static_cast<T>(at(r + delta).first));
-    return br;
+    return refine_bracket(g, L, n, m, threads, br, refine_size(n));
 }
 
 struct alignas(64) BracketAcc {
