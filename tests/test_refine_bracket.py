@@ -48,14 +48,20 @@ def _tau(gains: np.ndarray, losses, w: float, m: float) -> float:
     return _core.threshold_search(gains, losses, w, m, 2)[1]
 
 
+def _count_in(sorted_bits: np.ndarray, lo: int, hi: int) -> int:
+    """How many of the pool's points lie in the bracket [lo, hi) of ordered bits."""
+    return int(np.searchsorted(sorted_bits, hi) - np.searchsorted(sorted_bits, lo))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("explicit", [False, True])
 def test_refined_bracket_narrows_within_and_holds_tau(dtype, explicit: bool) -> None:
     """On 2^20-point pools the refined bracket (a 2^16 sample) lies in the first one,
     holds tau, is the same on 1 and 2 threads, and, where the first one does not reach 0,
-    holds fewer points on the pools without ties: at most 0.6 times (the width falls as one over the root of
-    the sample: 2x here, from 2^14 points to 2^16). A 4-sigma margin misses with probability below 1e-4 a pool: the seeds are
-    fixed, so this is a check that a narrowed bracket still holds tau, not a flaky one."""
+    holds fewer points on the pools without ties: at most 0.6 times (the width falls as
+    one over the root of the sample: 2x here, from 2^14 points to 2^16). A 4-sigma margin
+    misses with probability below 1e-4 a pool: the seeds are fixed, so this is a check
+    that a narrowed bracket still holds tau, not a flaky one."""
     from rad import _core
 
     rng = np.random.default_rng(11)
@@ -74,8 +80,8 @@ def test_refined_bracket_narrows_within_and_holds_tau(dtype, explicit: bool) -> 
             assert lo2 <= t < hi2, (name, frac)
             if name != "ties" and lo > 0:  # (a first bracket reaching 0 narrows from its top alone)
                 bits = np.sort(gains).view(np.uint32 if dtype == np.float32 else np.uint64)
-                inside = lambda a, b: np.searchsorted(bits, b) - np.searchsorted(bits, a)  # noqa: E731
-                assert inside(lo2, hi2) <= 0.6 * inside(lo, hi), (name, frac, inside(lo2, hi2), inside(lo, hi))
+                first, refined = _count_in(bits, lo, hi), _count_in(bits, lo2, hi2)
+                assert refined <= 0.6 * first, (name, frac, refined, first)
 
 
 def _refine_runs(n: int, size: int) -> np.ndarray:
