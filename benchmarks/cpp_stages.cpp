@@ -3,7 +3,8 @@
 // pass + the blocks summed again), one plain read (stream_sum), the support pass alone
 // (1/a and the count, as threshold_support runs it with RAD losses), the collecting pass
 // with and without the DepRound sketch, how many blocks threshold_support sums twice, and
-// the support pass with either way of forming 1/a (divide, mixed: rad/reciprocal.hpp).
+// the support pass with either way of forming 1/a (divide, mixed: rad/reciprocal.hpp), and the
+// share of the pool inside the sample's bracket (the points the first pass bins).
 // Float32 uniform gains, m = MFRAC n (default 0.3), RAD losses w = 1 - m/n.
 //   g++ -O3 -march=native -ffp-contract=off -fopenmp -DRAD_HAVE_OPENMP -Icpp/include \
 //       -o /tmp/cpp_stages benchmarks/cpp_stages.cpp
@@ -83,7 +84,11 @@ int main(int argc, char** argv) {
                 redo += hit;
             }
         }
-        std::printf("steer %.9g bin [%.9g, %.9g) tau %.9g\n", loc.steer, (double)loc.bin_lo, (double)loc.bin_hi, ss.search.tau);
+        long in_bracket = 0;  // the points the first pass bins (inside the sample's bracket)
+        for (long i = 0; i < n; ++i) in_bracket += ordered_bits(g[i]) >= br.lo && ordered_bits(g[i]) < br.hi;
+        std::printf("steer %.9g bin [%.9g, %.9g) tau %.9g | bracket [%.9g, %.9g) holds %.3f%% of the pool\n", loc.steer,
+                    (double)loc.bin_lo, (double)loc.bin_hi, ss.search.tau, (double)from_bits<float>(br.lo),
+                    (double)from_bits<float>(br.hi), 100.0 * in_bracket / n);
         std::printf("sample %.1f  first_pass %.1f  threshold_support %.1f  read %.1f  support(H only) %.1f ms | done %d bin_count %ld in-bin %ld redo %ld of %ld blocks (%g)\n",
                     ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4), ms(t4, t5), (int)loc.done, (long)loc.bin_count, inbin, redo, nb, s + bs.h[0]);
     }
