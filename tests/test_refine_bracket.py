@@ -26,6 +26,28 @@ pytestmark = pytest.mark.skipif("cpp" not in BACKENDS, reason="needs the compile
 RUN = 256  # refine_bracket's run of points (cpp/include/rad/threshold.hpp)
 
 
+def _refiners() -> dict:
+    """``backend -> refine(gains, losses, w, m, threads, lo, hi, size)`` (Numba: RAD losses)."""
+    from rad import _core
+
+    out = {"cpp": _core.refine_bracket}
+    if "numba" in BACKENDS:
+        import numba
+
+        from rad._backends.numba_refine import refine_bracket
+
+        def numba_refine(gains, losses, w, m, threads, lo, hi, size):
+            assert losses is None
+            numba.set_num_threads(threads)
+            return refine_bracket(gains, w, m, lo, hi, size)
+
+        out["numba"] = numba_refine
+    return out
+
+
+REFINERS = _refiners() if "cpp" in BACKENDS else {}
+
+
 def _bits(x: float, dtype) -> int:
     from rad._backends.radix_select import ordered_bits
 
@@ -53,9 +75,9 @@ def _count_in(sorted_bits: np.ndarray, lo: int, hi: int) -> int:
     return int(np.searchsorted(sorted_bits, hi) - np.searchsorted(sorted_bits, lo))
 
 
+@pytest.mark.parametrize(("backend", "explicit"), [("cpp", False), ("cpp", True), ("numba", False)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("explicit", [False, True])
-def test_refined_bracket_narrows_within_and_holds_tau(dtype, explicit: bool) -> None:
+def test_refined_bracket_narrows_within_and_holds_tau(backend: str, dtype, explicit: bool) -> None:
     """On 2^20-point pools the refined bracket (a 2^16 sample) lies in the first one,
     holds tau, is the same on 1 and 2 threads, and, where the first one does not reach 0,
     holds fewer points on the pools without ties: at most 0.6 times (the width falls as
@@ -64,6 +86,9 @@ def test_refined_bracket_narrows_within_and_holds_tau(dtype, explicit: bool) -> 
     that a narrowed bracket still holds tau, not a flaky one."""
     from rad import _core
 
+    if backend not in REFINERS:
+        pytest.skip(f"no {backend} backend")
+    refine = REFINERS[backend]
     rng = np.random.default_rng(11)
     n = 1 << 20
     for name, pool in _pools(n, rng).items():
@@ -73,8 +98,8 @@ def test_refined_bracket_narrows_within_and_holds_tau(dtype, explicit: bool) -> 
             w = 1.0 - frac
             losses = (rng.random(n) * 2.0 * gains).astype(np.float64) if explicit else None
             lo, hi = _core.sample_bracket(gains, losses, w, m, 2)
-            lo2, hi2 = _core.refine_bracket(gains, losses, w, m, 2, lo, hi, 1 << 16)
-            assert (lo2, hi2) == _core.refine_bracket(gains, losses, w, m, 1, lo, hi, 1 << 16), name
+            lo2, hi2 = refine(gains, losses, w, m, 2, lo, hi, 1 << 16)
+            assert (lo2, hi2) == refine(gains, losses, w, m, 1, lo, hi, 1 << 16), name
             assert lo <= lo2 < hi2 <= hi, (name, frac)
             t = _bits(_tau(gains, losses, w, m), dtype)
             assert lo2 <= t < hi2, (name, frac)
@@ -100,13 +125,17 @@ LIARS = {
 }
 
 
+@pytest.mark.parametrize("backend", ["cpp", "numba"])
 @pytest.mark.parametrize("kind", sorted(LIARS))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_refined_bracket_that_misses_changes_nothing(kind: str, dtype) -> None:
+def test_a_refined_bracket_that_misses_changes_nothing(backend: str, kind: str, dtype) -> None:
     """A refining sample that lies gives a bracket within the first one (a miss, or none
     at all); the bracketed search with it still finds the sorted scan's tau and k*."""
     from rad import _core
     from rad._backends import get_backend
+
+    if backend not in REFINERS:
+        pytest.skip(f"no {backend} backend")
 
     n, size = 300_007, 1 << 14
     gains = LIARS[kind](n, size).astype(dtype)
@@ -116,7 +145,7 @@ def test_a_refined_bracket_that_misses_changes_nothing(kind: str, dtype) -> None
         m = frac * n
         w = 1.0 - frac
         lo, hi = _core.sample_bracket(gains, None, w, m, 2)
-        lo2, hi2 = _core.refine_bracket(gains, None, w, m, 2, lo, hi, size)
+        lo2, hi2 = REFINERS[backend](gains, None, w, m, 2, lo, hi, size)
         assert lo <= lo2 <= hi2 <= hi
         edge = lambda u: float(np.array([u], dtype=np.uint32 if dtype == np.float32 else np.uint64).view(dtype)[0])  # noqa: E731
         status, tau, kstar, _ = _core.threshold_bracketed(gains, None, w, m, 2, edge(lo2), edge(hi2))
@@ -133,11 +162,25 @@ def test_refine_bracket_rejects_a_reversed_bracket() -> None:
         _core.refine_bracket(gains, None, 0.5, 100.0, 1, 5, 4, 1 << 12)
 
 
+def test_refine_size_is_the_documented_one() -> None:
+    """None below 2^24 points, ``(7 n)^(2/3)`` as a power of two in ``[2^16, 2^22]`` from
+    there (docs/design.md §3: 2^20 at 1e8, 2^22 at 1e9)."""
+    from rad._backends.radix_select import refine_size
+
+    assert refine_size((1 << 24) - 1) == 0
+    assert refine_size(1 << 24) == 1 << 18  # (7 * 2^24)^(2/3) = 2^17.9
+    assert refine_size(10**8) == 1 << 20
+    assert refine_size(10**9) == refine_size(10**12) == 1 << 22
+
+
+@pytest.mark.parametrize("backend", ["cpp", "numba"])
 @pytest.mark.parametrize("kind", ["uniform", "refine_runs_high"])
-def test_solve_refines_and_matches_the_sorted_path(kind: str) -> None:
+def test_solve_refines_and_matches_the_sorted_path(backend: str, kind: str) -> None:
     """At 2^24 + 5 points ``rad.solve`` refines its bracket (a 2^18 sample): k*, threshold,
-    value and parameters equal the sorted path's, on a uniform pool and on one whose
+    value and parameters equal the (C++) sorted path's, on a uniform pool and on one whose
     refining sample sees only high values."""
+    if backend not in REFINERS:
+        pytest.skip(f"no {backend} backend")
     n = (1 << 24) + 5
     size = 1 << 18  # refine_size(n): (7 n)^(2/3) = 2.4e5, as a power of two
     rng = np.random.default_rng(3)
@@ -149,8 +192,8 @@ def test_solve_refines_and_matches_the_sorted_path(kind: str) -> None:
         m = frac * n
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", rad.NetHarmWarning)
-            free = rad.solve(gains, m, 1000, backend="cpp", threads=2)
-            ref = rad.solve(gains, m, 1000, backend="cpp", threads=2, method="sorted")
+            free = rad.solve(gains, m, 1000, backend=backend, threads=2)
+            ref = rad.solve(gains, m, 1000, backend="cpp", threads=2, method="sorted")  # (Numba's sort: 10 s)
         assert free.k_star == ref.k_star
         assert free.threshold == ref.threshold
         assert free.value == ref.value

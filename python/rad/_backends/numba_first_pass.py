@@ -45,6 +45,7 @@ from rad._backends.numba_backend import (
     _sample_rank,
     _support_block,
 )
+from rad._backends.numba_refine import refine_bracket
 
 __all__ = ["APPROX_FINE", "APPROX_MARGIN_BITS", "search_with_sums"]
 
@@ -388,7 +389,8 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     n = gains.shape[0]
     if gains.dtype != np.float32 or n == 0:
         return None
-    ulo, uhi = bracket if bracket is not None else _radix.sample_bracket(gains, None, w, m, rank=_sample_rank)
+    ulo, uhi = bracket if bracket is not None else _radix.sample_bracket(
+        gains, None, w, m, rank=_sample_rank, refine=lambda lo, hi, size: refine_bracket(gains, w, m, lo, hi, size))
     uhi = max(1, min(uhi, _radix.full_bracket(32)[1]))
     ulo = min(ulo, uhi - 1)
     # A bracket reaching below 2^-125 (the sample's, where tau lies among its smallest

@@ -188,6 +188,17 @@ FINE = 1 << 12
 SAMPLE, SAMPLE_SMALL, SAMPLE_RUN = 1 << 16, 1 << 14, 64
 
 
+def refine_size(n: int) -> int:
+    """The second sample's size at n gains (``refine_size`` in threshold.hpp).
+
+    ``(7 n)^(2/3)`` as a power of two in ``[2^16, 2^22]``; 0 below 2^24 gains (no second sample).
+    """
+    if n < 1 << 24:
+        return 0
+    bits = round(np.log2(np.cbrt((7.0 * n) ** 2)))
+    return 1 << min(22, max(16, int(bits)))
+
+
 def ordered_bits(x: float, nbits: int) -> int:
     """The ordered bit pattern of a non-negative float (``-0.0`` folded onto 0)."""
     if x == 0:
@@ -220,17 +231,22 @@ def sample_rank(y: Any, a: Any, f: float, m: float) -> int:
 def sample_bracket(
     gains: FloatArray, losses: FloatArray | None, w: float, m: float, sample: int | None = None,
     rank: Callable[[Any, Any, float, float], int] = sample_rank,
+    refine: Callable[[int, int, int], tuple[int, int]] | None = None,
 ) -> tuple[int, int]:
     """``(lo, hi)`` ordered bits bracketing tau, from a strided sample of 2^14 or 2^16 gains.
 
     The sample's own threshold scan (``rank``: sums scaled by ``n / sample size``) gives a
     rank ``r``; the bracket spans the sample ranks ``r -+ (4 sqrt(r) + 32)``. ``sample``
     overrides the sample size (the CUDA backend passes a sample it gathered: all of it).
+    With ``refine`` (``(lo, hi, size) -> (lo, hi)``, a second sample's narrowing, as
+    :func:`rad._backends.numba_refine.refine_bracket`) and from 2^24 gains, the sample is
+    2^14 gains and its bracket is handed to ``refine`` with :func:`refine_size`.
     """
     nbits = 32 if gains.dtype == np.float32 else 64
     n = gains.shape[0]
+    second = refine_size(n) if refine is not None and sample is None else 0
     if sample is None:
-        sample = SAMPLE if n >= 1 << 24 else SAMPLE_SMALL
+        sample = SAMPLE if n >= 1 << 24 and not second else SAMPLE_SMALL
     if n <= sample:
         idx = np.arange(n)
     else:
@@ -257,7 +273,7 @@ def sample_bracket(
         hi = ordered_bits(float(y[r - delta]), nbits) + 1
     if r + delta < ns:
         lo = ordered_bits(float(y[r + delta]), nbits)
-    return lo, hi
+    return refine(lo, hi, second) if refine is not None and second else (lo, hi)
 
 
 #: ``() -> (bad, g_total, h_above, g_above, n_above, min_above, n_below, cnt, h, g, min)``.
