@@ -12,7 +12,9 @@
 # --backends, --out, --capped). GPU_TIMEOUT and CPU_TIMEOUT (seconds) bound the two parts,
 # GPU_CHECKS_TIMEOUT (default 240) the simulator's checks run on the GPU, GPU_PROFILE_TIMEOUT
 # (default 120) each of the GPU's two profiles (GPU_PROFILE=0 skips them); GPU=0 skips the
-# whole GPU part, CPU=0 the thread scaling, RECIPROCAL=0 the reciprocal check; RAD_SITE names an existing install of this
+# whole GPU part, CPU=0 the thread scaling, RECIPROCAL=0 the reciprocal check, STAGES=0 the C++
+# stages and first-pass parts at 1e8 (results_cpp_stages.txt and results_cpp_first_pass_parts.txt,
+# beside the JSON); RAD_SITE names an existing install of this
 # checkout (pip --target) to use instead of building. Default
 # output: $OUT/device_check.json if $OUT is set, else benchmarks/results_device.json.
 set -euo pipefail
@@ -84,6 +86,19 @@ fi
 if [ "${RECIPROCAL:-1}" != 0 ] && g++ -O3 -march=native -ffp-contract=off -fopenmp -I"$root/cpp/include" -o "$build/cpp_reciprocal" "$here/cpp_reciprocal.cpp" 2>/dev/null; then
   $(limit 60) "$build/cpp_reciprocal" > "${OUT:-$here}/results_reciprocal.json" || echo "reciprocal check ended with status $?" >&2
   cat "${OUT:-$here}/results_reciprocal.json" >&2 || true
+fi
+# The C++ select's stages and the first pass's parts at 1e8 on every CPU (STAGES=0 skips):
+# benchmarks/cpp_stages.cpp (the sample, the first pass, the support pass, a read, the
+# share of the pool inside the sample's bracket) and benchmarks/cpp_first_pass_parts.cpp.
+if [ "${STAGES:-1}" != 0 ]; then
+  for prog in cpp_stages cpp_first_pass_parts; do
+    if g++ -O3 -march=native -ffp-contract=off -fopenmp -DRAD_HAVE_OPENMP -I"$root/cpp/include" \
+        -o "$build/$prog" "$here/$prog.cpp" 2>/dev/null; then
+      $(limit 120) "$build/$prog" 1e8 "$(nproc)" > "${OUT:-$here}/results_$prog.txt" \
+        || echo "$prog ended with status $?" >&2
+      tail -n 4 "${OUT:-$here}/results_$prog.txt" >&2 || true
+    fi
+  done
 fi
 # Issue 10's CPU part: thread scaling against the bandwidth probe.
 if [ "${CPU:-1}" != 0 ]; then
