@@ -285,6 +285,16 @@ void bind_for(py::module_& m) {
         return interruptible(n, [&] { return rad::first_invalid(p, n, threads); });
     }, py::arg("x").noconvert(), py::arg("threads"));
 
+    // In place, ascending (the capped path's parts of the top; see radix_sort_ascending).
+    m.def("sort_in_place", [](py::array_t<T> x) {
+        require(x.ndim() == 1 && (x.flags() & py::array::c_style) && x.writeable(),
+                "sort_in_place needs a writable, contiguous 1-D array");
+        T* p = x.mutable_data();
+        const std::int64_t n = x.size();
+        py::gil_scoped_release nogil;
+        rad::radix_sort_ascending(p, n);
+    }, py::arg("x").noconvert());
+
     m.def("argsort", [](Arr<T> x, bool descending, int threads) {
         threads = checked_threads(threads);
         const std::int64_t n = x.size();

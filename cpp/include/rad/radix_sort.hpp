@@ -57,6 +57,64 @@ void radix_sort_descending(T* values, std::int64_t n) {
     }
 }
 
+// values[0..n) (any sign, no NaN) sorted in place in ascending order on one thread: an LSD
+// radix sort of their bits made monotone (negative values' bits flipped, the others' sign
+// bit set; -0.0 lands just below +0.0), 11 bits a pass, every pass's counts from one read,
+// and a pass whose digit is the same for every value skipped (a pool's top spans few
+// exponents). The capped path's parts of the top (rad._solve.value_sort), where NumPy's
+// sort is slow on some CPUs (AMD Zen 4: 18 ms for 600,000 float32 values, this 3.7).
+// The keys live in `values`' own memory and one buffer of n keys (memcpy: no aliasing).
+template <class T>
+void radix_sort_ascending(T* values, std::int64_t n) {
+    using U = uint_of<T>;
+    constexpr int kBits = 11;
+    constexpr int kRadix = 1 << kBits;
+    constexpr int kPasses = (8 * static_cast<int>(sizeof(U)) + kBits - 1) / kBits;
+    constexpr U kSign = U(1) << (8 * sizeof(U) - 1);
+    static_assert(sizeof(T) == sizeof(U), "a key per value");
+    if (n < 2) return;
+    auto get = [](const void* p, std::int64_t i) {
+        U u;
+        std::memcpy(&u, static_cast<const char*>(p) + i * static_cast<std::int64_t>(sizeof(U)), sizeof(U));
+        return u;
+    };
+    auto put = [](void* p, std::int64_t i, U u) {
+        std::memcpy(static_cast<char*>(p) + i * static_cast<std::int64_t>(sizeof(U)), &u, sizeof(U));
+    };
+    std::vector<U> other(static_cast<size_t>(n));
+    std::vector<std::int64_t> count(static_cast<size_t>(kPasses) * kRadix, 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+        U u = get(values, i);
+        u = (u & kSign) ? ~u : (u | kSign);
+        put(values, i, u);
+        for (int pass = 0; pass < kPasses; ++pass)
+            ++count[static_cast<size_t>(pass * kRadix) + static_cast<size_t>((u >> (pass * kBits)) & (kRadix - 1))];
+    }
+    void* src = values;
+    void* dst = other.data();
+    for (int pass = 0; pass < kPasses; ++pass) {
+        std::int64_t* c = count.data() + static_cast<size_t>(pass) * kRadix;
+        const int shift = pass * kBits;
+        if (c[(get(src, 0) >> shift) & (kRadix - 1)] == n) continue;  // one digit for every value
+        std::int64_t run = 0;
+        for (int d = 0; d < kRadix; ++d) {
+            const std::int64_t k = c[d];
+            c[d] = run;
+            run += k;
+        }
+        for (std::int64_t i = 0; i < n; ++i) {
+            const U u = get(src, i);
+            put(dst, c[(u >> shift) & (kRadix - 1)]++, u);
+        }
+        std::swap(src, dst);
+    }
+    for (std::int64_t i = 0; i < n; ++i) {  // back to values (from the buffer if it holds them)
+        U u = get(src, i);
+        u = (u & kSign) ? (u & ~kSign) : ~u;
+        put(values, i, u);
+    }
+}
+
 // perm[0..n) = indices of `values` sorted by value, descending if `descending`, stable.
 template <class T>
 void radix_argsort(const T* values, std::int64_t n, bool descending, std::int64_t* perm, int threads) {

@@ -46,6 +46,7 @@ import numpy as np
 
 from rad._backends.contract import Kernels
 from rad._backends.numpy_backend import rad_terms
+from rad._solve.value_sort import sort_in_place
 
 __all__ = ["SPAN", "BeyondTop", "SortedRadGains", "count_above", "sort_interruptibly"]
 
@@ -92,7 +93,7 @@ class _Sorters:
         while True:
             job = self._jobs.get()
             try:
-                job.part.sort()
+                sort_in_place(job.part)
             except BaseException as exc:  # handed to the caller, which raises it
                 job.error = exc
             job.done.set()
@@ -126,7 +127,7 @@ def sort_interruptibly(*parts: np.ndarray) -> None:
     small = sum(int(p.shape[0]) for p in parts) < 1 << 22
     jobs = [_SORTERS.submit(p) for p in parts[small:]]
     if small:
-        parts[0].sort()
+        sort_in_place(parts[0])
     for job in jobs:
         while not job.done.wait(0.05):
             pass
@@ -148,7 +149,7 @@ def _sorted_desc(negated: np.ndarray, ends: Sequence[int] | np.ndarray = ()) -> 
     """
     bounds = [0, *(int(e) for e in ends), negated.shape[0]]
     parts = [negated[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
-    # NumPy's vectorised sort: faster here than a C++ radix sort
+    # NumPy's sort or the compiled radix sort, whichever this machine runs faster (value_sort)
     sort_interruptibly(*(parts or [negated]))
     np.negative(negated, out=negated)
     return negated
