@@ -24,39 +24,6 @@ inline uint_of<T> ordered_bits(T x) {
     return u;
 }
 
-// values[0..n) (non-negative, valid) sorted in place in descending order: an LSD radix
-// sort of their ordered bits on one thread (the sample of sample_bracket, 2^14-2^20 values).
-template <class T>
-void radix_sort_descending(T* values, std::int64_t n) {
-    using U = uint_of<T>;
-    constexpr int kBits = 11;
-    constexpr int kRadix = 1 << kBits;
-    constexpr int kPasses = (8 * static_cast<int>(sizeof(U)) + kBits - 1) / kBits;
-    std::vector<U> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) a[static_cast<size_t>(i)] = ~ordered_bits(values[i]);  // descending
-    std::vector<std::int64_t> count(kRadix);
-    for (int pass = 0; pass < kPasses; ++pass) {
-        const int shift = pass * kBits;
-        std::fill(count.begin(), count.end(), 0);
-        for (std::int64_t i = 0; i < n; ++i) ++count[static_cast<size_t>((a[static_cast<size_t>(i)] >> shift) & (kRadix - 1))];
-        std::int64_t run = 0;
-        for (auto& c : count) {
-            const std::int64_t k = c;
-            c = run;
-            run += k;
-        }
-        for (std::int64_t i = 0; i < n; ++i) {
-            const U u = a[static_cast<size_t>(i)];
-            b[static_cast<size_t>(count[static_cast<size_t>((u >> shift) & (kRadix - 1))]++)] = u;
-        }
-        a.swap(b);
-    }
-    for (std::int64_t i = 0; i < n; ++i) {
-        const U u = ~a[static_cast<size_t>(i)];
-        std::memcpy(values + i, &u, sizeof(T));
-    }
-}
-
 // values[0..n) (any sign, no NaN) sorted in place in ascending order on one thread: an LSD
 // radix sort of their bits made monotone (negative values' bits flipped, the others' sign
 // bit set; -0.0 lands just below +0.0), 11 bits a pass, every pass's counts from one read,
@@ -113,6 +80,14 @@ void radix_sort_ascending(T* values, std::int64_t n) {
         u = (u & kSign) ? (u & ~kSign) : ~u;
         put(values, i, u);
     }
+}
+
+// values[0..n) (non-negative, valid) sorted in place in descending order on one thread
+// (the sample of sample_bracket, 2^14-2^20 values): radix_sort_ascending, reversed.
+template <class T>
+void radix_sort_descending(T* values, std::int64_t n) {
+    radix_sort_ascending(values, n);
+    std::reverse(values, values + n);
 }
 
 // perm[0..n) = indices of `values` sorted by value, descending if `descending`, stable.
