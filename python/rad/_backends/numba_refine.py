@@ -135,15 +135,17 @@ def refine_bracket(gains: np.ndarray, w: float, m: float, lo: int, hi: int, size
     down = np.arange(BINS - 1, -1, -1)
     sums = top[:, None] + np.cumsum(per_bin[:, down], axis=1)
     edge_bits = np.uint64(lo) + (down.astype(np.uint64) << np.uint64(sh))
+    f = n / size
+
+    def d_and_sd(e, at):  # D's estimate at e from the sums `at`, and its standard deviation
+        return (e * f * at[0] - f * at[1] + m,
+                f * np.sqrt(np.maximum(0.0, e * e * at[2] - 2.0 * e * at[3] + at[4])))
+
     with np.errstate(all="ignore"):  # edges past the largest float are NaN: never certain
-        e = _radix.edge_values(edge_bits, nbits)
-        f = n / size
-        d = e * f * sums[0] - f * sums[1] + m
-        sd = f * np.sqrt(np.maximum(0.0, e * e * sums[2] - 2.0 * e * sums[3] + sums[4]))
-        top_e = float(hi_v)
-        if top_e * f * top[0] - f * top[1] + m + SIGMAS * f * np.sqrt(
-                max(0.0, top_e * top_e * top[2] - 2.0 * top_e * top[3] + top[4])) < 0:
+        d_top, sd_top = d_and_sd(float(hi_v), top)
+        if d_top + SIGMAS * sd_top < 0:  # tau certainly above the bracket: keep it
             return lo, hi
+        d, sd = d_and_sd(_radix.edge_values(edge_bits, nbits), sums)
         certain_fail = np.flatnonzero(d + SIGMAS * sd < 0)
         stop = int(certain_fail[0]) if certain_fail.shape[0] else BINS  # the scan ends there
         sure_above = np.logical_and.accumulate(d - SIGMAS * sd >= 0)
