@@ -1501,14 +1501,9 @@ def _sample_rank(y, a, f, m):
 
 def threshold_search(gains, losses, w, m, threads):
     """Sort-free k*: ``(status, tau, kstar, g_total)`` (sample bracket, then one pass)."""
-    refine = None
-    if losses is None:  # (explicit losses keep the first sample's bracket)
-        from rad._backends.numba_refine import refine_bracket
+    from rad._backends.numba_refine import refine_bracket
 
-        _use_threads(threads)
-
-        def refine(lo: int, hi: int, size: int) -> tuple[int, int]:
-            return refine_bracket(gains, float(w), float(m), lo, hi, size)
-
+    _use_threads(threads)  # (the second sample's threads; explicit losses take none)
+    refine = refine_bracket if losses is None else None
     ulo, uhi = _radix.sample_bracket(gains, losses, w, m, rank=_sample_rank, refine=refine)
     return _bracketed(gains, losses, w, m, threads, ulo, uhi)

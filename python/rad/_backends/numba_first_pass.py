@@ -389,8 +389,8 @@ def search_with_sums(gains: np.ndarray, w: float, m: float, b: int, nt: int,
     n = gains.shape[0]
     if gains.dtype != np.float32 or n == 0:
         return None
-    ulo, uhi = bracket if bracket is not None else _radix.sample_bracket(
-        gains, None, w, m, rank=_sample_rank, refine=lambda lo, hi, size: refine_bracket(gains, w, m, lo, hi, size))
+    ulo, uhi = bracket if bracket is not None else _radix.sample_bracket(gains, None, w, m, rank=_sample_rank,
+                                                                         refine=refine_bracket)
     uhi = max(1, min(uhi, _radix.full_bracket(32)[1]))
     ulo = min(ulo, uhi - 1)
     # A bracket reaching below 2^-125 (the sample's, where tau lies among its smallest

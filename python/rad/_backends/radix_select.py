@@ -231,16 +231,16 @@ def sample_rank(y: Any, a: Any, f: float, m: float) -> int:
 def sample_bracket(
     gains: FloatArray, losses: FloatArray | None, w: float, m: float, sample: int | None = None,
     rank: Callable[[Any, Any, float, float], int] = sample_rank,
-    refine: Callable[[int, int, int], tuple[int, int]] | None = None,
+    refine: Callable[[Any, float, float, int, int, int], tuple[int, int]] | None = None,
 ) -> tuple[int, int]:
     """``(lo, hi)`` ordered bits bracketing tau, from a strided sample of 2^14 or 2^16 gains.
 
     The sample's own threshold scan (``rank``: sums scaled by ``n / sample size``) gives a
     rank ``r``; the bracket spans the sample ranks ``r -+ (4 sqrt(r) + 32)``. ``sample``
     overrides the sample size (the CUDA backend passes a sample it gathered: all of it).
-    With ``refine`` (``(lo, hi, size) -> (lo, hi)``, a second sample's narrowing, as
-    :func:`rad._backends.numba_refine.refine_bracket`) and from 2^24 gains, the sample is
-    2^14 gains and its bracket is handed to ``refine`` with :func:`refine_size`.
+    With ``refine`` (``(gains, w, m, lo, hi, size) -> (lo, hi)``, a second sample's
+    narrowing: :func:`rad._backends.numba_refine.refine_bracket`) and from 2^24 gains, the
+    sample is 2^14 gains and its bracket is handed to ``refine`` with :func:`refine_size`.
     """
     nbits = 32 if gains.dtype == np.float32 else 64
     n = gains.shape[0]
@@ -273,7 +273,7 @@ def sample_bracket(
         hi = ordered_bits(float(y[r - delta]), nbits) + 1
     if r + delta < ns:
         lo = ordered_bits(float(y[r + delta]), nbits)
-    return refine(lo, hi, second) if refine is not None and second else (lo, hi)
+    return refine(gains, w, m, lo, hi, second) if refine is not None and second else (lo, hi)
 
 
 #: ``() -> (bad, g_total, h_above, g_above, n_above, min_above, n_below, cnt, h, g, min)``.

@@ -117,9 +117,9 @@ _SORTERS = _Sorters()
 
 
 def sort_interruptibly(*parts: np.ndarray) -> None:
-    """``part.sort()`` of every part in place, each on its own thread.
+    """Sort every part in place (:func:`rad._solve.value_sort.sort_in_place`), each on its own thread.
 
-    The calling thread takes signals meanwhile: NumPy's sort releases the GIL and cannot be
+    The calling thread takes signals meanwhile: either sort releases the GIL and cannot be
     stopped, and at 1e9 points it runs for seconds. Ctrl-C ends the call within 50 ms
     (KeyboardInterrupt); the workers finish in the background and their results are
     dropped. Below 2^22 points in all, the calling thread sorts the first part itself.
