@@ -14,9 +14,11 @@
 # (default 120) each of the GPU's two profiles (GPU_PROFILE=0 skips them); GPU=0 skips the
 # whole GPU part, CPU=0 the thread scaling, RECIPROCAL=0 the reciprocal check, STAGES=0 the C++
 # stages and first-pass parts at 1e8 (results_cpp_stages.txt and results_cpp_first_pass_parts.txt,
-# beside the JSON); RAD_SITE names an existing install of this
-# checkout (pip --target) to use instead of building. Default
-# output: $OUT/device_check.json if $OUT is set, else benchmarks/results_device.json.
+# beside the JSON), MMAP=0 the select at 1e9 on every CPU from a page-cached read-only memory
+# map (results_threads_mmap.json beside the JSON; MMAP_SIZES changes its sizes, MMAP_TIMEOUT,
+# default 180, bounds it); RAD_SITE names an existing install of this checkout (pip --target)
+# to use instead of building. Default output: $OUT/device_check.json if $OUT is set, else
+# benchmarks/results_device.json.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
@@ -104,5 +106,13 @@ fi
 if [ "${CPU:-1}" != 0 ]; then
   PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${CPU_TIMEOUT:-0}") \
     python "$here/thread_scaling.py" "${args[@]}" || echo "CPU part ended with status $?" >&2
+fi
+# The issue's "memory map, page-cached" case: the pool written to a .npy file, read once,
+# then selected from a read-only memory map on every CPU (MMAP=0 skips).
+if [ "${MMAP:-1}" != 0 ]; then
+  PYTHONPATH="$site" NUMBA_CACHE_DIR="$build/numba_cache" $(limit "${MMAP_TIMEOUT:-180}") \
+    python "$here/thread_scaling.py" --sizes "${MMAP_SIZES:-1e9}" --threads "$(nproc)" --repeat 3 \
+    --mmap "$build" --out "${OUT:-$here}/results_threads_mmap.json" \
+    || echo "memory-map part ended with status $?" >&2
 fi
 echo "device check done in $(( $(date +%s) - start )) s" >&2
