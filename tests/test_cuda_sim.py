@@ -505,6 +505,11 @@ def depround_q_matches_numpy() -> None:
         dq = cuda.to_device(q)
         for key in range(8):
             assert np.array_equal(C.depround_q(dq, b, key, 1).copy_to_host(), R.depround_q(q, b, key)), key
+    # rad.depround takes a host q on every backend and returns NumPy, as its docstring says
+    import rad
+
+    got = rad.depround(q, rng=3, backend="cuda")
+    assert isinstance(got, np.ndarray) and np.array_equal(got, rad.depround(q, rng=3, backend="numpy"))
 
 
 def _tiny_after_mass() -> np.ndarray:

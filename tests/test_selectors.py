@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -188,6 +189,15 @@ def test_missing_fields_are_named():
         S.ClusterMargin().select(PoolState(probs=np.full((10, 2), 0.5)), 2)
     with pytest.raises(ValueError, match="RAD needs PoolState.m"):
         S.RAD().select(PoolState(probs=np.full((10, 2), 0.5)), 2)
+
+
+def test_cluster_margin_without_scipy_names_the_install(monkeypatch):
+    """Cluster-Margin's HAC is SciPy's: without it the error says what to install."""
+    from rad.selectors.cluster_margin import hac_clusters
+
+    monkeypatch.setitem(sys.modules, "scipy.cluster.hierarchy", None)  # import fails
+    with pytest.raises(ImportError, match="pip install scipy"):
+        hac_clusters(np.random.default_rng(0).random((8, 2)), n_clusters=2)
 
 
 def test_pool_state_validation():

@@ -154,3 +154,18 @@ def test_gains_near_the_float64_maximum(backend: str) -> None:
     w = 1 - 10.0 / n
     expected = (n - (1 + w) * 10.0) / n * 1e308
     assert abs(rad.solve(np.full(n, 1e308), 10.0, 1, backend=backend).value / expected - 1) < 1e-12
+
+
+def test_the_warnings_rad_emits_are_public() -> None:
+    """Every warning a call can emit is importable from ``rad`` (README, docstrings)."""
+    from rad._solve.batch import ValueOverflowWarning
+    from rad._solve.device import DeviceFallbackWarning
+    from rad._solve.solution import NetHarmWarning
+
+    assert rad.ValueOverflowWarning is ValueOverflowWarning
+    assert rad.DeviceFallbackWarning is DeviceFallbackWarning
+    assert rad.NetHarmWarning is NetHarmWarning
+    assert {"ValueOverflowWarning", "DeviceFallbackWarning", "NetHarmWarning"} <= set(rad.__all__)
+    with pytest.warns(rad.ValueOverflowWarning):  # a value beyond float64, returned as inf
+        sol = rad.solve(np.full(300, 1.7e308), 10, 100)
+    assert sol.value == np.inf

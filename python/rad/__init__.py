@@ -18,8 +18,10 @@ from rad._version import __version__
 
 __all__ = [
     "BackendUnavailable",
+    "DeviceFallbackWarning",
     "NetHarmWarning",
     "Solution",
+    "ValueOverflowWarning",
     "__version__",
     "backends",
     "depround",
@@ -43,6 +45,8 @@ _LAZY = {
     "BackendUnavailable": "rad._backends",
     "Solution": "rad._solve.solution",
     "NetHarmWarning": "rad._solve.solution",
+    "ValueOverflowWarning": "rad._solve.batch",
+    "DeviceFallbackWarning": "rad._solve.device",
 }
 
 

@@ -51,7 +51,8 @@ def solve(
     threads : int, optional
         Threads for the kernels; results do not depend on it. Default:
         ``RAD_NUM_THREADS`` when set, else all cores for pools of ``2**22`` points or
-        more and one thread below. Clamped to the cores and to one per 65,536 points.
+        more and one thread below. Clamped to the cores and to one per started block of 65,536
+        points.
     method : {"auto", "sortfree", "sorted"}
         How Theorem 1's support is found: a sort-free radix select over the float bits
         (a few streaming passes; ``auto`` uses it where the backend has it) or a full
@@ -67,6 +68,12 @@ def solve(
     -----
     NetHarmWarning
         When the value is negative (the teacher is expected to do net harm).
+    ValueOverflowWarning
+        When the value overflows float64 (gains near the float64 maximum): it is returned
+        as ``inf``; the probabilities are exact.
+    DeviceFallbackWarning
+        With device arrays, when the game is solved on the host after one copy (caps that
+        bind, near ties, ``b == n``, values near the float64 maximum).
     """
     game = resolve_game(gains, m, b, w=w, losses=losses, backend=backend, threads=threads, method=method)
     if game.backend.name == "cuda":  # device arrays (rad._solve.device): no arrays kept in the Solution
@@ -102,6 +109,12 @@ def select(
     numpy.ndarray
         Sorted ``int64`` array of ``b`` distinct indices into ``gains`` (a device array
         for device input unless ``as_numpy``).
+
+    Warns
+    -----
+    NetHarmWarning, DeviceFallbackWarning
+        As in :func:`solve` (an overflowing value is not returned here, so no
+        ``ValueOverflowWarning``).
 
     Examples
     --------
@@ -144,7 +157,8 @@ def depround(
         Probabilities in ``[0, 1]`` whose sum is an integer, to within
         ``min(1e-9 * sum, 1e-6)`` (float32 ``q``: ``2^-24 * sum``, its own precision).
     rng, backend, threads
-        As in :func:`select`.
+        As in :func:`select`. ``q`` is a host array on every backend (``"cuda"`` copies it
+        to the GPU and the indices back).
 
     Returns
     -------
@@ -169,7 +183,8 @@ def depround(
     key = key_from_rng(rng)
     if b == 0:
         return np.zeros(0, dtype=np.int64)
-    return kernels.depround_q(np.ascontiguousarray(qa, dtype=np.float64), b, key, nthreads)
+    idx = kernels.depround_q(np.ascontiguousarray(qa, dtype=np.float64), b, key, nthreads)
+    return idx if isinstance(idx, np.ndarray) else idx.copy_to_host()  # (the cuda backend's device array)
 
 
 def _accurate_sum(q: np.ndarray) -> float:

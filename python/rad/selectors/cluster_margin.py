@@ -150,8 +150,13 @@ def hac_clusters(
     partition. Clustering costs ``O(n B d)`` for the distances and ``O(n B)`` for
     scipy's ``O(B^2)`` linkage per bucket, i.e. linear in ``n`` for fixed ``B``.
     """
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.spatial.distance import pdist
+    try:
+        from scipy.cluster.hierarchy import fcluster, linkage
+        from scipy.spatial.distance import pdist
+    except ImportError as exc:
+        raise ImportError(
+            'cluster_margin needs SciPy: pip install scipy (or the "verify" extra: pip install ".[verify]")'
+        ) from exc
 
     x = as_real_matrix(embeddings, "embeddings")
     n = x.shape[0]
