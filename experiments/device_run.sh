@@ -7,7 +7,7 @@
 #   Same models, loss and schedule as experiments/mnist1d.json. Target: under 8 minutes
 #   on one H100 (JAX backend).
 #
-# Needs: Python 3.9+, NumPy, SciPy, PyTorch or JAX (with CUDA), Keras 3 and mnist1d
+# Needs: Python 3.10+, NumPy, SciPy, PyTorch or JAX (with CUDA), Keras 3 and mnist1d
 # (matplotlib for the plots, optional). On a machine without network, bring Keras 3 and
 # mnist1d as wheels and point RAD_WHEELS at them; the script installs them with
 # `pip install --no-index`. Wheels to carry (all pure Python, about 2 MB together):

@@ -332,11 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help=".npy file of gains (memory-mapped): certify this instance")
     ver.add_argument("--m", type=_number_at_least(0), help="teacher mistakes in the pool (with --gains)")
     ver.add_argument("--b", type=_whole(0), help="batch size (with --gains; default 1)")
-    ver.add_argument("--w", type=_number_at_least(0), help="RAD loss weight (default 1 - m/n)")
+    ver.add_argument("--w", type=_number_at_least(0), help="RAD loss weight (with --gains; default 1 - m/n)")
     ver.add_argument("--losses", type=_readable_file,
-                     help=".npy file of general losses instead of w * gains")
+                     help=".npy file of general losses instead of w * gains (with --gains)")
     ver.add_argument("--q", type=_readable_file,
-                     help=".npy file of probabilities to certify instead of rad.solve's")
+                     help=".npy file of probabilities to certify instead of rad.solve's (with --gains)")
     ver.add_argument("--adversary", metavar="OUT.npy", type=_writable_npy,
                      help="write the adversary c = 1 - u here (with --gains)")
     ver.add_argument("--instances", type=_whole(1), help="random instances (default 50)")

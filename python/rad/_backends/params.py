@@ -1,7 +1,7 @@
-"""The five scalars that define the optimal probabilities, and the rule that reads them.
+"""The fill side and five numbers that define the optimal probabilities, and the rule that reads them.
 
 The optimal inclusion probabilities of docs/design.md §1 are a function of each point's own
-``(g_i, l_i)`` and five scalars, so a solution for a billion-point pool is a few numbers,
+``(g_i, l_i)`` and a fill side with five numbers, so a solution for a billion-point pool is a few numbers,
 not an 8 GB array. With ``a_i = g_i + l_i`` and the adversary's water level ``nu``, a
 point's capacity is ``cap_i = 1 if a_i <= nu else nu / a_i`` and
 
@@ -28,7 +28,7 @@ __all__ = ["Params", "probabilities_from_params"]
 
 @dataclass(frozen=True)
 class Params:
-    """The five scalars that define the optimal probabilities (see module docstring)."""
+    """The fill side and five numbers that define the optimal probabilities (see module docstring)."""
 
     fill: Literal["gain", "loss"]
     nu: float

@@ -1,6 +1,6 @@
 """What :func:`rad.solve` returns: the game's value and the compact optimal probabilities.
 
-The probabilities themselves are defined by five scalars (:class:`rad._backends.params.Params`),
+The probabilities themselves are defined by a fill side and five numbers (:class:`rad._backends.params.Params`),
 so a solution for a billion-point pool is a few numbers, not an 8 GB array.
 """
 
@@ -66,9 +66,10 @@ class Solution(SolutionSummary):
     that :meth:`probabilities` can materialise ``q``, and
 
     scale_exponent : int
-        0, or ``e`` when ``gains`` and ``losses`` here are the caller's times ``2**e``
-        because ``1/a`` overflowed for subnormal input (``params`` are in those units;
-        ``value`` and ``threshold`` are in the caller's).
+        0, or ``e`` when ``gains`` and ``losses`` here are the caller's times ``2**e``:
+        ``e > 0`` where ``1/a`` overflowed for subnormal input, ``e < 0`` for gains near
+        the float64 maximum (``params`` are in those units; ``value`` and ``threshold``
+        are in the caller's).
     round_sketch : RoundSketch or None
         What the backend's support pass recorded for DepRound over these ``gains``
         (``docs/design.md`` §3, "The DepRound sketch"): :func:`rad.select` passes it on,

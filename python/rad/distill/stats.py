@@ -81,11 +81,24 @@ def paired_comparisons(result: dict[str, Any], reference: str = "rad",
 
     Parameters
     ----------
+    result : dict
+        An experiment's results (``results.json``: its ``config`` and ``rows``).
+    reference : str
+        The strategy every other one is compared with.
     family : sequence of str, optional
         Baselines whose p-values are Holm-corrected together (default: every strategy
         in the config except the reference).
     others : sequence of str
         Also compared, uncorrected (controls).
+    metric : str
+        The row field compared, averaged over ``rounds`` per seed (:func:`endpoints`).
+    rounds : sequence of int, optional
+        The rounds averaged (default ``1..T``).
+
+    Returns
+    -------
+    list of PairedComparison
+        The family first (Holm-adjusted), then the others; seeds paired.
     """
     ep = endpoints(result, metric, rounds)
     if family is None:

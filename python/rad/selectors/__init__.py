@@ -22,7 +22,8 @@ and ``rng`` follows SPEC 7
 * raises ``ValueError``/``TypeError`` naming the problem when ``b`` cannot be met
   (``b`` larger than the unlabeled pool) or an input is missing or malformed.
 
-Everything is framework-free: NumPy arrays in, indices out.
+Everything is framework-free: NumPy arrays in, indices out (Cluster-Margin's
+clustering also needs SciPy, the ``verify`` extra).
 
 Selectors and their cost (``n`` pool points, ``b`` batch, ``k`` classes, ``d`` embedding
 dimensions, ``L`` labeled points, ``B`` HAC bucket size):

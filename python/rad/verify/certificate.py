@@ -69,6 +69,8 @@ class Certificate:
         the sum of the ``b`` largest ``c_i a_i - l_i``. ``lower <= OPT_b <= upper``.
     gap : float
         ``upper - lower`` (zero, up to rounding, proves ``q`` optimal).
+    rel_gap : float
+        ``gap / scale`` (0 when both are 0; a property).
     scale : float
         The magnitude the gap is judged against: the largest of ``sum q_i g_i``, the
         attacked mass ``sum of the m largest q_i a_i`` and ``|upper|`` (rounding errors are
@@ -183,8 +185,9 @@ def certificate(
     backend : {"auto", "cpp", "numba", "numpy"}
         Kernels for solving and for producing ``q``.
     threads : int, optional
-        Threads for the compiled kernels and for the chunked passes (default: all cores
-        for pools of at least ``2**22`` points, else one).
+        Threads for the compiled kernels and for the chunked passes (default:
+        ``RAD_NUM_THREADS`` when set, else all cores for pools of at least ``2**22``
+        points, else one).
     chunk : int
         Points per streaming chunk.
 
