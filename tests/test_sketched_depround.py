@@ -219,6 +219,32 @@ def test_sketched_rounding_is_the_plain_rounding(sketching: str, kind: str) -> N
     assert made > 0
 
 
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="C++ rounds blocks with crossings from their parts")
+@pytest.mark.parametrize("kind", ["uniform", "wide", "ties", "spikes", "gaps"])
+def test_blocks_with_crossings_are_rounded_from_their_parts(kind: str) -> None:
+    """With b above the number of blocks a block holds a few units of mass; C++ rounds it
+    from the parts its crossings and picks lie in (sketch.hpp, round_block_from_parts)
+    and gives the plain rounding's indices, also where widened bounds leave it undecided
+    (rounded whole) and above kPartsUnitsMax units (never from parts)."""
+    from rad import _core
+
+    rng = np.random.default_rng(13)
+    n = 9 * BLOCK + 77
+    gains = _pool(kind, n, rng, f32=kind in ("uniform", "gaps"))
+    counts = np.zeros(3, np.int64)
+    for b in (20, 60, 150):  # about 2, 7 and 17 units a block
+        _core.sketch_counts(True)
+        assert _same_as_plain("cpp", gains, 0.2 * n, b, keys=range(4), slack_bits=(0,)) > 0
+        from_parts, undecided, parts = _core.sketch_counts(True)
+        assert from_parts > 0 and parts < from_parts * SKETCH_PARTS, (b, from_parts, parts)  # not whole blocks
+        assert _same_as_plain("cpp", gains, 0.2 * n, b, keys=range(4), slack_bits=(14, 20, 24)) > 0
+        counts += _core.sketch_counts(True)
+    assert counts[1] > 0, counts  # the widened bounds left blocks undecided: rounded whole
+    _core.sketch_counts(True)
+    assert _same_as_plain("cpp", gains, 0.2 * n, 9 * 30, keys=range(2), slack_bits=(0,)) > 0
+    assert _core.sketch_counts(True)[0] == 0  # 30 units a block: streamed
+
+
 def test_sketched_rounding_matches_the_numpy_definition(sketching: str) -> None:
     rng = np.random.default_rng(5)
     n = 4 * BLOCK + 999
@@ -271,7 +297,7 @@ def test_a_sketch_of_the_wrong_size_is_refused() -> None:
     kind=st.sampled_from(["uniform", "wide", "ties", "spikes", "gaps"]),
     blocks=st.integers(2, 7),
     tail=st.integers(0, BLOCK - 1),
-    b=st.integers(1, 12),
+    b=st.integers(1, 150),  # up to ~70 units a block: blocks with crossings, read from parts or whole
     m_frac=st.sampled_from([0.01, 0.2, 0.5]),
     f32=st.booleans(),
     seed=st.integers(0, 2**32 - 1),

@@ -658,6 +658,15 @@ PYBIND11_MODULE(_core, m) {
         }
         return std::make_tuple(lo, hi, usable);
     }, py::arg("sketch").noconvert(), py::arg("nu"), py::arg("slack_bits"));
+    // Test hook: how many blocks the sketched rounding rounded from the parts their
+    // crossings lie in, how many of those the bounds left undecided (rounded whole), and
+    // the parts read, summed over calls since the last reset.
+    m.def("sketch_counts", [](bool reset) {
+        auto& c = rad::sketch_counts();
+        auto out = std::make_tuple(c.from_parts.load(), c.from_parts_undecided.load(), c.parts_read.load());
+        if (reset) c.from_parts = 0, c.from_parts_undecided = 0, c.parts_read = 0;
+        return out;
+    }, py::arg("reset") = false);
     // Test hook: sketch.hpp's merge on masses known within [lo, hi] units, as
     // canonical.merge_leftovers takes the leftovers with mass: (decided, taken, last,
     // stuck), stuck a position of the input (a mass whose bounds straddle 0 is undecided).
