@@ -38,6 +38,21 @@ struct ThresholdResult {
     double g_total;        // sum of g/a over a > 0
 };
 
+// The sums above, their count, the minimum gain among them and D at the last edge passed,
+// before a bin joined. Where every bin passes, the lowest bin is resolved point by point
+// from this state, not by subtracting its sums: a sum above that is far smaller than the
+// bin's (a loss 1e15 times the others') would cancel to noise
+// (radix_select.scan_bins' twin).
+struct Reopened {
+    double h, g;
+    std::int64_t n;
+    double min, d;
+
+    void restore(double& acc_h, double& acc_g, std::int64_t& acc_n, double& last_min, double& pass_d) const {
+        acc_h = h, acc_g = g, acc_n = n, last_min = min, pass_d = d;
+    }
+};
+
 struct HistBin {
     std::int64_t count = 0;
     double h = 0.0, g = 0.0;
@@ -207,6 +222,7 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
         }
         // Scan bins from the top; stop at the first whose lower edge has D < 0.
         int boundary = -1, lowest = -1;
+        Reopened before{acc_h, acc_g, acc_n, last_min, pass_d};
         for (int b = kBins - 1; b >= 0; --b) {
             const HistBin& bin = hist[b];
             if (!bin.count) continue;
@@ -219,6 +235,7 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
                 fail_d = d_edge;
                 break;
             }
+            before = {acc_h, acc_g, acc_n, last_min, pass_d};
             pass_d = d_edge;
             acc_h = hh;
             acc_g = gg;
@@ -226,12 +243,10 @@ ThresholdResult threshold_radix(const T* g, Losses L, std::int64_t n, double m, 
             last_min = bin.min;
         }
         if (boundary < 0) {
-            // Every group in range joins: resolve the lowest bin for its smallest gain.
+            // Every group in range joins: resolve the lowest bin for its smallest gain, from
+            // the state before it joined (Reopened).
             if (lowest < 0) break;
-            const HistBin& bin = hist[lowest];
-            acc_h -= bin.h;
-            acc_g -= bin.g;
-            acc_n -= bin.count;
+            before.restore(acc_h, acc_g, acc_n, last_min, pass_d);
             boundary = lowest;
         }
         const HistBin& bin = hist[boundary];
@@ -774,6 +789,7 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
         pass_d = d;
     }
     int boundary = -1, lowest = -1;
+    Reopened before{acc_h, acc_g, acc_n, last_min, pass_d};
     for (int b = kFine - 1; b >= 0; --b) {
         if (!fine[b].count) continue;
         lowest = b;
@@ -785,6 +801,7 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
             fail_d = d_edge;
             break;
         }
+        before = {acc_h, acc_g, acc_n, last_min, pass_d};
         pass_d = d_edge;
         acc_h = h2;
         acc_g = g2;
@@ -800,9 +817,7 @@ Located<T> bracket_locate(const T* g, Losses L, std::int64_t n, double m, int th
             if (!(d_lo < 0)) return fallback();  // tau may lie below the bracket
             fail_d = d_lo;
         }
-        acc_h -= fine[lowest].h;
-        acc_g -= fine[lowest].g;
-        acc_n -= fine[lowest].count;
+        before.restore(acc_h, acc_g, acc_n, last_min, pass_d);
         boundary = lowest;
     }
     if (fine[boundary].count > kBracketGatherMax) return fallback();

@@ -49,6 +49,10 @@ def edge_values(u: Any, nbits: int) -> Any:
 
 
 
+#: The sums, count, minimum and D before a bin joined (:func:`scan_bins`).
+Reopened = tuple[float, float, int, float, float]
+
+
 def radix_select(histogram: Histogram, gather: Gather, nbits: int, m: float) -> tuple[int, float, int, float]:
     """The level loop of the sort-free search, over any source of histograms.
 
@@ -75,15 +79,13 @@ def radix_select(histogram: Histogram, gather: Gather, nbits: int, m: float) -> 
                 g_total += v
             scale += g_total
         base = (prefix << pshift) if pshift < nbits else 0
-        boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d = scan_bins(
+        boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, reopened = scan_bins(
             cnt, hh, gg, mn, base, shift, nbits, m, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
         )
         if boundary < 0:
             if lowest < 0:
                 return 0, 0.0, 0, g_total
-            acc_h -= float(hh[lowest])
-            acc_g -= float(gg[lowest])
-            acc_n -= int(cnt[lowest])
+            acc_h, acc_g, acc_n, last_min, pass_d = reopened
             boundary = lowest
         key = (((prefix << DIGIT) if pshift < nbits else 0) | boundary)
         if cnt[boundary] > GATHER_MAX and shift > 0:
@@ -96,20 +98,25 @@ def radix_select(histogram: Histogram, gather: Gather, nbits: int, m: float) -> 
 def scan_bins(
     cnt: Any, hh: Any, gg: Any, mn: Any, edge_base: int, shift: int, nbits: int, m: float,
     acc_h: float, acc_g: float, acc_n: int, last_min: float, pass_d: float, fail_d: float,
-) -> tuple[int, int, float, float, int, float, float, float]:
+) -> tuple[int, int, float, float, int, float, float, float, Reopened]:
     """Walk the non-empty bins from the top to the first whose lower edge has ``D < 0``.
 
     Bin ``b``'s lower edge has the ordered bit pattern ``edge_base + (b << shift)`` (the
     level's prefix bits, disjoint from the bin's, or the bracket's low end). Every bin passed
     joins the sums above (``acc_*``) and sets ``last_min`` and ``pass_d``. Returns
-    ``(boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d)``: ``boundary`` is
-    the failing bin (-1 when every bin passed) and ``lowest`` the last bin visited (-1 when
-    none is non-empty). The level loop and the bracketed pass share it.
+    ``(boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, reopened)``:
+    ``boundary`` is the failing bin (-1 when every bin passed), ``lowest`` the last bin
+    visited (-1 when none is non-empty) and ``reopened`` the state before the lowest bin
+    joined, ``(acc_h, acc_g, acc_n, last_min, pass_d)``: where every bin passes, the lowest
+    is resolved point by point from there (not by subtracting its sums, which cancels when
+    the sums above are far smaller than the bin's). The level loop and the bracketed pass
+    share it.
     """
     cnt = np.asarray(cnt)
     bins = np.flatnonzero(cnt)[::-1]
+    before = (acc_h, acc_g, acc_n, last_min, pass_d)
     if bins.shape[0] == 0:
-        return -1, -1, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
+        return -1, -1, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, before
     edges = edge_values(np.uint64(edge_base) + (bins.astype(np.uint64) << np.uint64(shift)), nbits)
     # the running sums bin by bin, added in the loop's order (cumsum is sequential)
     h2 = np.cumsum(np.concatenate(([acc_h], np.asarray(hh, dtype=np.float64)[bins])))[1:]
@@ -122,11 +129,14 @@ def scan_bins(
     lowest = boundary if fails.shape[0] else int(bins[-1])
     if fails.shape[0]:
         fail_d = float(d_edge[j])
+    if j > 1:  # (used only where every bin passed: j is then the number of bins)
+        before = (float(h2[j - 2]), float(g2[j - 2]), acc_n + int(cnt[bins[: j - 1]].sum()),
+                  float(mn[int(bins[j - 2])]), float(d_edge[j - 2]))
     if j > 0:
         pass_d, acc_h, acc_g = float(d_edge[j - 1]), float(h2[j - 1]), float(g2[j - 1])
         acc_n += int(cnt[bins[:j]].sum())
         last_min = float(mn[int(bins[j - 1])])
-    return boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
+    return boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, before
 
 
 def resolve_gathered(
@@ -308,7 +318,7 @@ def bracket_resolve(
         if d < 0:
             return fallback()
         pass_d = d
-    boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d = scan_bins(
+    boundary, lowest, acc_h, acc_g, acc_n, last_min, pass_d, fail_d, reopened = scan_bins(
         cnt, hh, gg, mn, lo, sh, nbits, m, acc_h, acc_g, acc_n, last_min, pass_d, fail_d
     )
     if boundary < 0:
@@ -319,9 +329,7 @@ def bracket_resolve(
             if not d_lo < 0:
                 return fallback()
             fail_d = d_lo
-        acc_h -= float(hh[lowest])
-        acc_g -= float(gg[lowest])
-        acc_n -= int(cnt[lowest])
+        acc_h, acc_g, acc_n, last_min, pass_d = reopened
         boundary = lowest
     if int(cnt[boundary]) > GATHER_MAX:
         return fallback()
