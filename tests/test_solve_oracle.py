@@ -111,3 +111,27 @@ def test_default_w_never_warns(rng: np.random.Generator) -> None:
         warnings.simplefilter("error", rad.NetHarmWarning)
         for m in [0.0, 10.0, 250.0, 499.0, 500.0]:
             assert rad.solve(g, m, 1).value >= -1e-12
+
+
+#: Games whose dual search met supporting lines of equal slopes at both ends of its bracket
+#: (a loss 1e16-1e300 times the others', m = 0, large b): the intersection divided by zero
+#: (ZeroDivisionError on every backend); the bracket is now halved there.
+PARALLEL_SLOPES = [
+    (np.array([2.5e-308, 1e-310, 2.5e-308]), np.array([1e300, 1.0, 0.0]), 2),
+    (np.repeat([0.1, 0.1, 0.1, 0.2, 0.2, 0.2, 0.5, 0.5, 0.5, 1.0], [2, 1, 1, 18, 11, 24, 28, 28, 28, 77]),
+     np.repeat([0.0, 0.3, 1.0, 0.0, 0.3, 1.0, 0.0, 0.3, 1.0, 1e17], [2, 1, 1, 18, 11, 24, 28, 28, 28, 77]), 214),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", range(len(PARALLEL_SLOPES)))
+def test_a_dual_bracket_with_parallel_slopes_is_halved(backend: str, case: int) -> None:
+    g, losses, b = PARALLEL_SLOPES[case]
+    sol = rad.solve(g, 0.0, b, losses=losses, backend=backend)
+    game = exact_game(g, 0.0, b, losses=losses)
+    opt = game.solve()[0]
+    # one ulp of the inputs, and the value's own resolution (subnormal in the first case)
+    assert abs(Fraction(sol.value) - opt) <= perturbation(game) + 64 * Fraction(2) ** -1074
+    idx = rad.select(g, 0.0, b, losses=losses, rng=0, backend=backend)
+    assert idx.shape == (b,) and np.unique(idx).shape == (b,)
+

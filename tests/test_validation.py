@@ -52,6 +52,9 @@ def test_non_numeric_gains(gains) -> None:
         ({"m": 1.0, "b": True}, TypeError, "bool"),
         ({"m": 1.0, "b": 1, "w": -0.1}, ValueError, "w .* >= 0"),
         ({"m": 1.0, "b": 1, "w": np.inf}, ValueError, "w "),
+        ({"m": 10**400, "b": 1}, ValueError, r"m .* must be in \[0, n=4\]"),  # beyond float64: no OverflowError
+        ({"m": -(10**400), "b": 1}, ValueError, r"m .* must be in \[0, n=4\]"),
+        ({"m": 1.0, "b": 1, "w": 10**400}, ValueError, "w .* finite"),
         ({"m": 1.0, "b": 1, "w": 0.5, "losses": np.ones(4)}, ValueError, "not both"),
         ({"m": 1.0, "b": 1, "losses": np.ones(3)}, ValueError, "same shape"),
         ({"m": 1.0, "b": 1, "losses": np.array([1.0, np.nan, 0, 0])}, ValueError, r"losses\[1\]"),

@@ -291,6 +291,16 @@ def _search(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluation]:
     bisect_next = False
     for _ in range(_MAX_ITER):
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
+        if not s_lo > s_hi:  # parallel within rounding (F flat between them, or huge terms'
+            x = _bisect_bits(lo, hi)  # slopes rounded alike): no intersection, so halve
+            if not lo < x < hi:
+                break
+            ev = _capped_eval(ctx, x, b, m)
+            if rising(x, ev):
+                lo, ev_lo = x, ev
+            else:
+                hi, ev_hi = x, ev
+            continue
         # Intersection of the supporting lines, measured from lo (no s * lo cancellation).
         x = lo + (ev_hi.value - ev_lo.value - s_hi * (hi - lo)) / (s_lo - s_hi)
         xc = min(max(x, lo), hi)

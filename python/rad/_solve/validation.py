@@ -83,11 +83,22 @@ def invalid_value(name: str, index: int, value: float) -> ValueError:
     return ValueError(f"{name} must be finite and non-negative; {name}[{index}] = {value!r} is {kind}")
 
 
+def _as_float(x: numbers.Real) -> float:
+    """``float(x)``, or a signed infinity for an int or Fraction beyond float64.
+
+    The range checks then refuse it with their own message, not an ``OverflowError``.
+    """
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if math.trunc(x) > 0 else -math.inf
+
+
 def check_mistakes(m: object, n: int) -> float:
     """``m`` as a float in ``[0, n]``."""
     if isinstance(m, (bool, np.bool_)) or not isinstance(m, numbers.Real):
         raise TypeError(f"m must be a real number, got {type(m).__name__}")
-    mistakes = float(m)
+    mistakes = _as_float(m)
     if not np.isfinite(mistakes) or mistakes < 0 or mistakes > n:
         raise ValueError(f"m (the teacher's mistakes in the pool) must be in [0, n={n}], got {m!r}")
     return mistakes
@@ -112,7 +123,7 @@ def check_w(w: object) -> float:
     """``w`` as a finite float >= 0."""
     if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Real):
         raise TypeError(f"w must be a real number, got {type(w).__name__}")
-    wf = float(w)
+    wf = _as_float(w)
     if not np.isfinite(wf) or wf < 0:
         raise ValueError(f"w (the loss weight) must be finite and >= 0, got {w!r}")
     return wf
