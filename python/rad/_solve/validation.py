@@ -91,7 +91,7 @@ def _as_float(x: numbers.Real) -> float:
     try:
         return float(x)
     except OverflowError:
-        return math.inf if math.trunc(x) > 0 else -math.inf
+        return math.inf if int(math.trunc(x)) > 0 else -math.inf
 
 
 def check_mistakes(m: object, n: int) -> float:
