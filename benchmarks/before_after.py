@@ -2,7 +2,8 @@
 same minutes). Usage: python benchmarks/before_after.py N REPS OUT.json OLD_PYTHONPATH NEW_PYTHONPATH [WORKLOAD]
 
 The workload is the issue's (m = 0.3 n, b = 1000); with ``capped`` it is the capped path's
-(m = 0.001 n, b = n / 10: caps bind); with ``m=F`` it is m = F n, b = 1000. The thread
+(m = 0.001 n, b = n / 10: caps bind); with ``m=F`` it is m = F n, b = 1000; with ``b=B`` it is
+m = 0.3 n, b = B (B above n / 65,536: blocks with crossings in DepRound). The thread
 counts and backends timed: AB_THREADS (default 1,2) and AB_BACKENDS (default cpp,numba).
 
 Build the old one with: git archive <commit> | tar -x -C /tmp/old; cmake -S /tmp/old -B /tmp/old/build
@@ -20,7 +21,8 @@ n = int(float(sys.argv[1]))
 g = np.random.default_rng(0).random(n, dtype=np.float32)
 capped = sys.argv[2] == "capped"
 frac = float(sys.argv[2][2:]) if sys.argv[2].startswith("m=") else 0.3
-m, b = (0.001 * n, n // 10) if capped else (frac * n, 1000)
+budget = int(float(sys.argv[2][2:])) if sys.argv[2].startswith("b=") else 1000
+m, b = (0.001 * n, n // 10) if capped else (frac * n, budget)
 out = {}
 backends = os.environ.get("AB_BACKENDS", "cpp,numba").split(",")
 for be in backends:
