@@ -172,10 +172,22 @@ std::int64_t pick_in_parts(const Span* U, const SketchDraw& d, std::int64_t lo_i
     return lo_index + first + ia;
 }
 
-// One round_sequence (depround.hpp's round_chunked) of a sequence of masses known within
-// bounds (exact ones have lo == hi), on stream `rs`, pairing at most `max_crossings`
-// crossings when that is not negative. The same draws and the same comparisons, each made
-// for the whole range of values the masses allow.
+// One round_sequence (depround.hpp's round_chunked) of a sequence of items whose running
+// masses are known within bounds, on stream `rs`, pairing at most `max_crossings`
+// crossings when that is not negative: the same draws and the same comparisons, each made
+// for the whole range of values the bounds allow. `src` gives, for positions in [0, n):
+//   cum(i)            the bounds of the running mass M_i after item i;
+//   run(s, e)         the bounds of the mass of items [s, e);
+//   mass(i)           the bounds of item i's own mass;
+//   search(s, e, xlo, xhi, strict)
+//                     the first i in [s, e) with M_i > x (strict) or >= x, the same for
+//                     every M within the bounds and every x in [xlo, xhi] (e if none can),
+//                     calling fail(i) where it is not;
+//   fail(i)           marks the rounding undecided, i the last position whose bounds
+//                     entered the comparison;
+//   ok()              false once failed.
+// A sequence of leftovers' masses (round_spans) and a block's parts read on demand
+// (round_block_from_parts) are its two sources.
 struct SpanRound {
     bool decided = true;
     std::vector<std::int64_t> taken;  // positions in the sequence
@@ -184,86 +196,113 @@ struct SpanRound {
     std::int64_t stuck = -1;          // undecided: the last position whose bounds entered the comparison
 };
 
-inline SpanRound round_spans(const Span* mass, std::int64_t n, Stream rs, std::int64_t max_crossings) {
+template <class Src>
+SpanRound round_on_bounds(Src& src, std::int64_t n, Stream& rs, std::int64_t max_crossings) {
     SpanRound out;
-    std::vector<std::int64_t> CL(static_cast<size_t>(n)), CH(static_cast<size_t>(n));  // bounds of cum
-    std::int64_t sl = 0, sh = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-        CL[static_cast<size_t>(i)] = sl += mass[i].lo;
-        CH[static_cast<size_t>(i)] = sh += mass[i].hi;
-    }
-    auto cl = [&](std::int64_t i) { return i < 0 ? std::int64_t{0} : CL[static_cast<size_t>(i)]; };
-    auto ch = [&](std::int64_t i) { return i < 0 ? std::int64_t{0} : CH[static_cast<size_t>(i)]; };
-    bool& ok = out.decided;
-    auto fail = [&](std::int64_t at) {
-        ok = false;
-        out.stuck = std::max<std::int64_t>(0, std::min(n - 1, at));
-    };
-    // First i in [s, e) with cum_i > x (strict) or >= x, for every x in [xlo, xhi]: no
-    // earlier i can (its upper bound does not), and this one must (its lower bound does).
-    auto search = [&](std::int64_t s, std::int64_t e, std::int64_t xlo, std::int64_t xhi, bool strict) {
-        auto first = [&](const std::vector<std::int64_t>& C, std::int64_t x) {
-            const auto b = C.begin() + s, en = C.begin() + e;
-            return (strict ? std::upper_bound(b, en, x) : std::lower_bound(b, en, x)) - C.begin();
-        };
-        const std::int64_t i = first(CH, xlo), i_last = first(CL, xhi);
-        if (i != i_last) fail(std::min(e - 1, i_last));
-        return i;
+    auto undecided = [&]() {
+        out.decided = false;
+        out.stuck = src.stuck();
+        return out;
     };
     auto resolve = [&](std::int64_t s, std::int64_t e, std::int64_t base, Span m_start, std::int64_t carry) {
         if (s >= e) return carry;
-        const std::int64_t run_lo = cl(e - 1) - cl(s - 1), run_hi = ch(e - 1) - ch(s - 1);
-        if (run_hi == 0) return carry;  // no mass in the run
-        if (run_lo == 0) return fail(e - 1), carry;
+        const Span run = src.run(s, e);
+        if (run.hi <= 0) return carry;  // no mass in the run
+        if (run.lo <= 0) return src.fail(e - 1), carry;
         std::int64_t t = first_target(rs, base);
         if (m_start.lo > t) return carry;
-        if (m_start.hi > t) return fail(s - 1), carry;
-        std::int64_t i = search(s, e, t, t, true);
-        if (!ok || i < e) return i;
-        const std::int64_t tot_lo = cl(e - 1) - base, tot_hi = ch(e - 1) - base;
+        if (m_start.hi > t) return src.fail(s - 1), carry;
+        std::int64_t i = src.search(s, e, t, t, true);
+        if (!src.ok() || i < e) return i;
+        const Span c = src.cum(e - 1);
+        const std::int64_t tot_lo = c.lo - base, tot_hi = c.hi - base;
         if (tot_hi <= 0) return carry;
-        if (tot_lo <= 0) return fail(e - 1), carry;
+        if (tot_lo <= 0) return src.fail(e - 1), carry;
         const double u = rs.next();
         const std::int64_t tlo = base + static_cast<std::int64_t>(u * static_cast<double>(tot_lo));
         const std::int64_t thi = base + static_cast<std::int64_t>(u * static_cast<double>(tot_hi));
         if (m_start.lo > thi) return carry;
-        if (m_start.hi > tlo) return fail(s - 1), carry;
-        i = search(s, e, tlo, thi, true);
-        if (!ok || i < e) return i;
-        return fail(e - 1), carry;  // the last item with mass (rounding's own edge case): exactly
+        if (m_start.hi > tlo) return src.fail(s - 1), carry;
+        i = src.search(s, e, tlo, thi, true);
+        if (!src.ok() || i < e) return i;
+        return src.fail(e - 1), carry;  // the last item with mass (rounding's own edge case): exactly
     };
     std::int64_t base = 0, start = 0, carry = -1;
     Span m_start{0, 0};
     for (std::int64_t crossings = 0; max_crossings < 0 || crossings < max_crossings; ++crossings) {
-        const std::int64_t j = search(start, n, base + kOne, base + kOne, false);
-        if (!ok) return out;
+        const std::int64_t j = src.search(start, n, base + kOne, base + kOne, false);
+        if (!src.ok()) return undecided();
         if (j >= n) break;
         const std::int64_t pick = resolve(start, j, base, m_start, carry);
-        if (!ok) return out;
+        if (!src.ok()) return undecided();
         if (pick < 0) {
             out.taken.push_back(j);
             carry = -1;
         } else {
-            // survivor_taken: u (alpha + beta) < beta, alpha + beta = 2 kOne - (cum_j - base).
+            // survivor_taken: u (alpha + beta) < beta, alpha + beta = 2 kOne - (M_j - base),
+            // beta = kOne - q_j.
+            const Span cj = src.cum(j), qj = src.mass(j);
+            if (!src.ok()) return undecided();
             const double u = rs.next();
-            const double sum_lo = static_cast<double>(2 * kOne - (ch(j) - base));
-            const double sum_hi = static_cast<double>(2 * kOne - (cl(j) - base));
-            const double beta_lo = static_cast<double>(kOne - mass[j].hi);
-            const double beta_hi = static_cast<double>(kOne - mass[j].lo);
+            const double sum_lo = static_cast<double>(2 * kOne - (cj.hi - base));
+            const double sum_hi = static_cast<double>(2 * kOne - (cj.lo - base));
+            const double beta_lo = static_cast<double>(kOne - qj.hi);
+            const double beta_hi = static_cast<double>(kOne - qj.lo);
             bool survivor;
             if (u * sum_hi < beta_lo) survivor = true;
             else if (u * sum_lo >= beta_hi) survivor = false;
-            else return fail(j), out;
+            else return src.fail(j), undecided();
             out.taken.push_back(survivor ? pick : j);
             carry = survivor ? j : pick;
         }
         base += kOne;
-        m_start = {cl(j), ch(j)};
+        m_start = src.cum(j);
         start = j + 1;
     }
     out.last = resolve(start, n, base, m_start, carry);
-    out.left = {cl(n - 1) - base, ch(n - 1) - base};
+    if (!src.ok()) return undecided();
+    const Span c = n > 0 ? src.cum(n - 1) : Span{0, 0};
+    out.left = {c.lo - base, c.hi - base};
     return out;
+}
+
+// round_on_bounds of a sequence of masses known within bounds (exact ones have lo == hi):
+// the running masses' bounds are the sums of the masses' bounds.
+inline SpanRound round_spans(const Span* mass, std::int64_t n, Stream rs, std::int64_t max_crossings) {
+    struct Seq {
+        const Span* masses;
+        std::int64_t n;
+        std::vector<std::int64_t> CL, CH;  // bounds of cum
+        bool good = true;
+        std::int64_t at = -1;
+        std::int64_t cl(std::int64_t i) const { return i < 0 ? std::int64_t{0} : CL[static_cast<size_t>(i)]; }
+        std::int64_t ch(std::int64_t i) const { return i < 0 ? std::int64_t{0} : CH[static_cast<size_t>(i)]; }
+        Span cum(std::int64_t i) const { return {cl(i), ch(i)}; }
+        Span run(std::int64_t s, std::int64_t e) const { return {cl(e - 1) - cl(s - 1), ch(e - 1) - ch(s - 1)}; }
+        Span mass(std::int64_t i) const { return masses[i]; }
+        void fail(std::int64_t i) {
+            good = false;
+            at = std::max<std::int64_t>(0, std::min(n - 1, i));
+        }
+        bool ok() const { return good; }
+        std::int64_t stuck() const { return at; }
+        // no earlier i can (its upper bound does not), and this one must (its lower bound does)
+        std::int64_t search(std::int64_t s, std::int64_t e, std::int64_t xlo, std::int64_t xhi, bool strict) {
+            auto first = [&](const std::vector<std::int64_t>& C, std::int64_t x) {
+                const auto b = C.begin() + s, en = C.begin() + e;
+                return (strict ? std::upper_bound(b, en, x) : std::lower_bound(b, en, x)) - C.begin();
+            };
+            const std::int64_t i = first(CH, xlo), i_last = first(CL, xhi);
+            if (i != i_last) fail(std::min(e - 1, i_last));
+            return i;
+        }
+    } seq{mass, n, std::vector<std::int64_t>(static_cast<size_t>(n)), std::vector<std::int64_t>(static_cast<size_t>(n))};
+    std::int64_t sl = 0, sh = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+        seq.CL[static_cast<size_t>(i)] = sl += mass[i].lo;
+        seq.CH[static_cast<size_t>(i)] = sh += mass[i].hi;
+    }
+    return round_on_bounds(seq, n, rs, max_crossings);
 }
 
 // canonical.merge_leftovers (its levels of kMergeGroup) of leftovers with masses known
@@ -373,139 +412,99 @@ struct PartsRound {
     std::int64_t parts_read = 0;
 };
 
+// round_on_bounds' source for one block of kBlock items read part by part
+// (round_block_from_parts): U the bounds of the exact prefixes at the parts' ends.
+template <class FillFn>
+struct BlockParts {
+    static constexpr std::int64_t S = kSketchSpan, len = kBlock;
+    const Span* U;
+    FillFn& fill;
+    std::int64_t* loc;
+    double* q;
+    bool read[kSketchParts] = {};
+    bool good = true;
+    std::int64_t reads = 0;
+    void need(std::int64_t k) {
+        if (read[k]) return;
+        read[k] = true;
+        ++reads;
+        const std::int64_t count = std::min(S, len - k * S);  // S (not a constant: GCC then warns of the tails)
+        fill(k * S, count, q);
+        running_units(q, count, loc + k * S);
+        // a certain item cannot be here (sketched_parts_eligible): its units would be kOne
+        if (loc[k * S + count - 1] >= kOne) good = false;
+    }
+    // B + c_i, and at a part's last item also the bounds of the next part's start
+    Span cum(std::int64_t i) {
+        const std::int64_t k = i / S;
+        const bool last = i % S == S - 1;
+        if (last && !read[k]) return U[k + 1];
+        need(k);
+        Span r{U[k].lo + loc[i], U[k].hi + loc[i]};
+        if (last) r = {std::max(r.lo, U[k + 1].lo), std::min(r.hi, U[k + 1].hi)};
+        return r;
+    }
+    Span run(std::int64_t s, std::int64_t e) {
+        if (s / S == (e - 1) / S) {  // within one part: exact
+            need(s / S);
+            const std::int64_t r = loc[e - 1] - (s % S ? loc[s - 1] : 0);
+            return {r, r};
+        }
+        const Span b0 = s > 0 ? cum(s - 1) : Span{0, 0}, c1 = cum(e - 1);
+        return {c1.lo - b0.hi, c1.hi - b0.lo};
+    }
+    Span mass(std::int64_t i) {  // exact: a difference within one part
+        need(i / S);
+        const std::int64_t m = i % S ? loc[i] - loc[i - 1] : loc[i];
+        return {m, m};
+    }
+    void fail(std::int64_t) { good = false; }
+    bool ok() const { return good; }
+    std::int64_t stuck() const { return 0; }
+    // In a read part M_i = B + c_i, c non-decreasing: two binary searches, with B at
+    // either bound; a part whose end's bound cannot reach xlo is skipped unread.
+    std::int64_t search(std::int64_t s, std::int64_t e, std::int64_t xlo, std::int64_t xhi, bool strict) {
+        auto first = [&](std::int64_t i0, std::int64_t i1, std::int64_t x) {  // first c_i hitting x
+            return (strict ? std::upper_bound(loc + i0, loc + i1, x) : std::lower_bound(loc + i0, loc + i1, x)) - loc;
+        };
+        for (std::int64_t k = s / S; k * S < e; ++k) {
+            if (!(strict ? U[k + 1].hi > xlo : U[k + 1].hi >= xlo)) continue;  // no item of part k can
+            need(k);
+            if (!good) return e;
+            const std::int64_t i0 = std::max(s, k * S), i1 = std::min(e, (k + 1) * S);
+            const std::int64_t earliest = first(i0, i1, xlo - U[k].hi), latest = first(i0, i1, xhi - U[k].lo);
+            if (latest < i1) {
+                if (earliest != latest) good = false;
+                return latest;
+            }
+            if (earliest < i1) {  // here for some values, later for others
+                good = false;
+                return e;
+            }
+        }
+        return e;
+    }
+};
+
 // round_chunked (depround.hpp) of one whole block of kBlock items on stream `rs`, from the
 // bounds U of its prefixes (sketch_bounds; sketched_parts_eligible), reading parts through
 // fill(first, count, q) (local indices); global index = lo_index + local index.
 template <class FillFn>
 PartsRound round_block_from_parts(const Span* U, Stream rs, std::int64_t lo_index, FillFn&& fill) {
-    constexpr std::int64_t S = kSketchSpan, len = kBlock;
+    constexpr std::int64_t len = kBlock;
     thread_local std::vector<std::int64_t> loc;  // read parts: running units from the part's start
     thread_local std::vector<double> q;
     loc.resize(static_cast<size_t>(len));
-    q.resize(static_cast<size_t>(S));
-    bool read[kSketchParts] = {};
+    q.resize(static_cast<size_t>(kSketchSpan));
+    BlockParts<FillFn> parts{U, fill, loc.data(), q.data()};
+    SpanRound r = round_on_bounds(parts, len, rs, -1);
     PartsRound out;
-    bool ok = true;
-    auto need = [&](std::int64_t k) {
-        if (read[k]) return;
-        read[k] = true;
-        ++out.parts_read;
-        const std::int64_t count = std::min(S, len - k * S);  // S (not a constant: GCC then warns of the tails)
-        fill(k * S, count, q.data());
-        std::int64_t* c = loc.data() + k * S;
-        running_units(q.data(), count, c);
-        // a certain item cannot be here (sketched_parts_eligible): its units would be kOne
-        if (c[count - 1] >= kOne) ok = false;
-    };
-    // The bounds of M after item i (its exact running units prefix): B + c_i, and at a
-    // part's last item also the bounds of the next part's start.
-    auto cum = [&](std::int64_t i) -> Span {
-        const std::int64_t k = i / S;
-        const bool last = i % S == S - 1;
-        if (last && !read[k]) return U[k + 1];
-        need(k);
-        const std::int64_t c = loc[static_cast<size_t>(i)];
-        Span r{U[k].lo + c, U[k].hi + c};
-        if (last) r = {std::max(r.lo, U[k + 1].lo), std::min(r.hi, U[k + 1].hi)};
-        return r;
-    };
-    auto before = [&](std::int64_t i) { return i > 0 ? cum(i - 1) : Span{0, 0}; };
-    auto mass = [&](std::int64_t i) {  // exact: a difference within one part
-        need(i / S);
-        const std::int64_t c = loc[static_cast<size_t>(i)];
-        return i % S ? c - loc[static_cast<size_t>(i - 1)] : c;
-    };
-    // First i in [s, e) with M_i > x (strict) or >= x for every exact M within the bounds
-    // and every x in [xlo, xhi]; e where no item can; ok = false where that depends on them.
-    // In a read part M_i = B + c_i, c non-decreasing: two binary searches, with B at either
-    // bound.
-    auto search = [&](std::int64_t s, std::int64_t e, std::int64_t xlo, std::int64_t xhi, bool strict) {
-        auto first = [&](std::int64_t i0, std::int64_t i1, std::int64_t x) {  // first c_i hitting x
-            const std::int64_t* c = loc.data();
-            return (strict ? std::upper_bound(c + i0, c + i1, x) : std::lower_bound(c + i0, c + i1, x)) - c;
-        };
-        for (std::int64_t k = s / S; k * S < e; ++k) {
-            if (!(strict ? U[k + 1].hi > xlo : U[k + 1].hi >= xlo)) continue;  // no item of part k can
-            need(k);
-            if (!ok) return e;
-            const std::int64_t i0 = std::max(s, k * S), i1 = std::min(e, (k + 1) * S);
-            const std::int64_t earliest = first(i0, i1, xlo - U[k].hi), latest = first(i0, i1, xhi - U[k].lo);
-            if (latest < i1) {
-                if (earliest != latest) ok = false;
-                return latest;
-            }
-            if (earliest < i1) {  // here for some values, later for others
-                ok = false;
-                return e;
-            }
-        }
-        return e;
-    };
-    auto resolve = [&](std::int64_t s, std::int64_t e, std::int64_t base, Span m_start, std::int64_t carry) {
-        if (s >= e) return carry;
-        const Span b0 = before(s), c1 = cum(e - 1);
-        Span run{c1.lo - b0.hi, c1.hi - b0.lo};
-        if (s / S == (e - 1) / S) {  // within one part: exact
-            need(s / S);
-            const std::int64_t r = loc[static_cast<size_t>(e - 1)] - (s % S ? loc[static_cast<size_t>(s - 1)] : 0);
-            run = {r, r};
-        }
-        if (run.hi <= 0) return carry;  // no mass in the run
-        if (run.lo <= 0) return ok = false, carry;
-        const std::int64_t t = first_target(rs, base);
-        if (m_start.lo > t) return carry;
-        if (m_start.hi > t) return ok = false, carry;
-        std::int64_t i = search(s, e, t, t, true);
-        if (!ok || i < e) return i;
-        const std::int64_t tot_lo = c1.lo - base, tot_hi = c1.hi - base;
-        if (tot_hi <= 0) return carry;
-        if (tot_lo <= 0) return ok = false, carry;
-        const double u = rs.next();
-        const std::int64_t tlo = base + static_cast<std::int64_t>(u * static_cast<double>(tot_lo));
-        const std::int64_t thi = base + static_cast<std::int64_t>(u * static_cast<double>(tot_hi));
-        if (m_start.lo > thi) return carry;
-        if (m_start.hi > tlo) return ok = false, carry;
-        i = search(s, e, tlo, thi, true);
-        if (!ok || i < e) return i;
-        return ok = false, carry;  // the last item with mass (rounding's own edge case): exactly
-    };
-    std::int64_t base = 0, start = 0, carry = -1;
-    Span m_start{0, 0};
-    for (;;) {
-        const std::int64_t j = search(start, len, base + kOne, base + kOne, false);
-        if (!ok) return out;
-        if (j >= len) break;
-        const std::int64_t pick = resolve(start, j, base, m_start, carry);
-        if (!ok) return out;
-        if (pick < 0) {
-            out.taken.push_back(j);
-            carry = -1;
-        } else {
-            // survivor_taken: u (alpha + beta) < beta, alpha + beta = 2 kOne - held - q_j
-            const Span held = before(j);
-            const std::int64_t qj = mass(j);
-            if (!ok) return out;
-            const double u = rs.next();
-            const double sum_lo = static_cast<double>(2 * kOne - (held.hi - base) - qj);
-            const double sum_hi = static_cast<double>(2 * kOne - (held.lo - base) - qj);
-            const double beta = static_cast<double>(kOne - qj);
-            bool survivor;
-            if (u * sum_hi < beta) survivor = true;
-            else if (u * sum_lo >= beta) survivor = false;
-            else return out;  // undecided
-            out.taken.push_back(survivor ? pick : j);
-            carry = survivor ? j : pick;
-        }
-        base += kOne;
-        m_start = cum(j);
-        start = j + 1;
-    }
-    const std::int64_t pick = resolve(start, len, base, m_start, carry);
-    if (!ok) return out;
+    out.parts_read = parts.reads;
+    if (!r.decided) return out;
     // after the last crossing the exact leftover lies in [0, kOne)
-    const Span total = U[kSketchParts];
-    out.left = {std::max<std::int64_t>(0, total.lo - base), std::min(kOne - 1, total.hi - base)};
-    out.left_index = pick >= 0 ? lo_index + pick : -1;
+    out.left = {std::max<std::int64_t>(0, r.left.lo), std::min(kOne - 1, r.left.hi)};
+    out.left_index = r.last >= 0 ? lo_index + r.last : -1;
+    out.taken = std::move(r.taken);
     std::sort(out.taken.begin(), out.taken.end());
     for (std::int64_t& t : out.taken) t += lo_index;
     out.decided = true;
