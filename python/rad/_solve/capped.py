@@ -291,39 +291,32 @@ def _search(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluation]:
     bisect_next = False
     for _ in range(_MAX_ITER):
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
-        if not s_lo > s_hi:  # parallel within rounding (F flat between them, or huge terms'
-            x = _bisect_bits(lo, hi)  # slopes rounded alike): no intersection, so halve
+        # Parallel within rounding (F flat between them, or huge terms' slopes rounded
+        # alike): no intersection to aim at, so halve the bracket.
+        if s_lo > s_hi:
+            # Intersection of the supporting lines, measured from lo (no s * lo cancellation).
+            x = lo + (ev_hi.value - ev_lo.value - s_hi * (hi - lo)) / (s_lo - s_hi)
+            xc = min(max(x, lo), hi)
+            bound = max(ev_lo.value + s_lo * (xc - lo), ev_hi.value + s_hi * (xc - hi))
+            # what the bound's rounding scales with
+            spread = scale(lo, ev_lo) + scale(hi, ev_hi) + s_lo * (xc - lo) - s_hi * (hi - xc)
             if not lo < x < hi:
-                break
-            ev = _capped_eval(ctx, x, b, m)
-            if rising(x, ev):
-                lo, ev_lo = x, ev
-            else:
-                hi, ev_hi = x, ev
-            continue
-        # Intersection of the supporting lines, measured from lo (no s * lo cancellation).
-        x = lo + (ev_hi.value - ev_lo.value - s_hi * (hi - lo)) / (s_lo - s_hi)
-        xc = min(max(x, lo), hi)
-        bound = max(ev_lo.value + s_lo * (xc - lo), ev_hi.value + s_hi * (xc - hi))
-        # what the bound's rounding scales with
-        spread = scale(lo, ev_lo) + scale(hi, ev_hi) + s_lo * (xc - lo) - s_hi * (hi - xc)
-        if not lo < x < hi:
-            end_nu, end = (lo, ev_lo) if x <= lo else (hi, ev_hi)
-            t = scale(end_nu, end)
-            if spread <= 4 * t and bound - end.value <= 8 * eps * t:
-                return end_nu, end
-        elif not bisect_next:
-            ev = _capped_eval(ctx, x, b, m)
-            t = scale(x, ev)
-            if spread <= 4 * t and ev.value >= bound - 8 * eps * t:
-                return x, ev
-            width = hi - lo
-            if rising(x, ev):
-                lo, ev_lo = x, ev
-            else:
-                hi, ev_hi = x, ev
-            bisect_next = (hi - lo) > 0.5 * width
-            continue
+                end_nu, end = (lo, ev_lo) if x <= lo else (hi, ev_hi)
+                t = scale(end_nu, end)
+                if spread <= 4 * t and bound - end.value <= 8 * eps * t:
+                    return end_nu, end
+            elif not bisect_next:
+                ev = _capped_eval(ctx, x, b, m)
+                t = scale(x, ev)
+                if spread <= 4 * t and ev.value >= bound - 8 * eps * t:
+                    return x, ev
+                width = hi - lo
+                if rising(x, ev):
+                    lo, ev_lo = x, ev
+                else:
+                    hi, ev_hi = x, ev
+                bisect_next = (hi - lo) > 0.5 * width
+                continue
         x = _bisect_bits(lo, hi)
         if not lo < x < hi:
             break
