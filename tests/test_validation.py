@@ -172,3 +172,15 @@ def test_the_warnings_rad_emits_are_public() -> None:
     with pytest.warns(rad.ValueOverflowWarning):  # a value beyond float64, returned as inf
         sol = rad.solve(np.full(300, 1.7e308), 10, 100)
     assert sol.value == np.inf
+
+
+def test_masked_and_ragged_gains_are_named() -> None:
+    """A mask is never dropped silently, and a ragged list names the argument."""
+    with pytest.raises(TypeError, match="gains is a masked array"):
+        rad.select(np.ma.array([0.1, 0.2, 0.3], mask=[0, 1, 0]), 0.3, 1)
+    with pytest.raises(TypeError, match="losses is a masked array"):
+        rad.solve(np.ones(3), 0.3, 1, losses=np.ma.array([0.1, 0.2, 0.3], mask=[1, 0, 0]))
+    np.testing.assert_array_equal(  # nothing masked: the plain array
+        rad.select(np.ma.array([0.1, 0.2, 0.3]), 0.3, 1, rng=0), rad.select(np.array([0.1, 0.2, 0.3]), 0.3, 1, rng=0))
+    with pytest.raises(ValueError, match="gains cannot be read as a one-dimensional array"):
+        rad.select([[0.1, 0.2], [0.3]], 0.3, 1)

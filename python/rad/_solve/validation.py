@@ -37,6 +37,11 @@ def as_float_vector(x: object, name: str) -> np.ndarray:
             f"{name} is a CUDA device array ({type(x).__name__}): pass device gains (and losses) to "
             "rad.select/rad.solve with backend='auto' or 'cuda', or copy it to the host yourself"
         )
+    if isinstance(x, np.ma.MaskedArray) and np.ma.is_masked(x):  # its mask would be dropped silently
+        raise TypeError(
+            f"{name} is a masked array with masked entries: pass the unmasked points only "
+            f"({name}.compressed(), keeping their indices) or fill them ({name}.filled(0.0))"
+        )
     arr = _host_view(x, name)
     if arr.dtype.kind not in "biuf":
         raise TypeError(
@@ -68,6 +73,8 @@ def _host_view(x: object, name: str) -> np.ndarray:
         return np.asarray(x)
     except (TypeError, RuntimeError) as exc:
         raise TypeError(f"{name} cannot be read as a float array ({type(x).__name__}): {exc}") from None
+    except ValueError as exc:  # e.g. a ragged list
+        raise ValueError(f"{name} cannot be read as a one-dimensional array ({type(x).__name__}): {exc}") from None
 
 
 def check_values(arr: np.ndarray, name: str, first_invalid: Callable[[np.ndarray], int]) -> None:
