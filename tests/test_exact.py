@@ -121,6 +121,22 @@ def test_a_stop_just_below_the_breakpoint_at_max_a(backend: str, method: str) ->
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("method", ["sorted", "sortfree"])
+def test_a_stop_the_search_cannot_tell_from_the_breakpoint_is_moved_onto_it(backend: str, method: str) -> None:
+    """The optimum is q = 1 on the top point (k* = 1: N(2) = 2 / 2.00001 < 1); 1 / (1 / a_1)
+    rounds above a_1, so the dual search runs, and where F's slope is 5e-6 it stopped
+    1.1e-11 short of nu = a_1, leaving q = 1.1e-11 on the second point: above SNAP, but F
+    there within the search's own resolution of F at the breakpoint (found by CI's
+    Hypothesis run of test_verify's test_uncapped_adversary_is_the_papers)."""
+    inst = {"gains": np.array([1.0, 0.5, 0.5, 0.99999]), "m": 0.0, "b": 1, "w": 0.8856537250220613,
+            "losses": None}
+    game, opt, tol = _reference(inst)
+    sol = _solve(inst, backend, method=method)
+    assert abs(Fraction(sol.value) - opt) <= tol, _explain(sol.value, opt, tol)
+    np.testing.assert_array_equal(sol.probabilities(), [1.0, 0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("method", ["sorted", "sortfree"])
 def test_a_small_real_share_at_the_maximum_is_kept(backend: str, method: str) -> None:
     """F's maximum is at nu = 1e10, where q = 1e10 / (1e10 + 0.125) on the third point leaves
     1.25e-11 of the budget to the first: a real share, not rounding. Read as residue at a

@@ -347,7 +347,8 @@ def _onto_breakpoint(ctx: CappedContext, nu: float, ev: Evaluation, b: int, m: f
     """Move a stop just below a breakpoint of the gain fill onto that breakpoint.
 
     A stop where ``F`` still rises (right slope > 0) and whose boundary group is left a
-    share of the budget below :data:`SNAP` is read as the breakpoint where the groups above
+    share of the budget below :data:`SNAP`, or one the search could not tell from the
+    breakpoint (``F`` there within its resolution), is read as the breakpoint where the groups above
     the cut spend ``b`` exactly: the returned evaluation's ``resid`` is 0, so that group
     gets nothing. The search's ``nu`` is short of that breakpoint by its own rounding, and
     so is every ``q_i = nu / a_i``: on a pool whose optimum is ``q = 1`` at ``nu = max a``,
@@ -364,8 +365,19 @@ def _onto_breakpoint(ctx: CappedContext, nu: float, ev: Evaluation, b: int, m: f
     stop at ``nu = 1e10``, where the third point's ``q = 1e10 / (1e10 + 0.125)`` leaves
     ``1.25e-11`` of the budget to the first point.
     """
-    if ev.fill != "gain" or not 0 < ev.resid <= SNAP * b or ev.slope <= 0:
+    if ev.fill != "gain" or not ev.resid > 0 or ev.slope <= 0:
         return nu, ev
+    # F is linear from the stop to the breakpoint, of slope ev.slope: a share above SNAP is
+    # still residue where the breakpoint's F is within the search's own resolution of the
+    # stop's (_search accepts a stop 8 eps t below its bound), i.e. the search could not
+    # tell them apart: gains [1, 0.99999] (RAD losses, m = 0, b = 1) stopped 1.1e-11 short
+    # of nu = a_1, where F's slope is 5e-6, and left 1.1e-11 of q to the second point.
+    eps = float(np.finfo(float).eps)
+    resolution = 16 * eps * (abs(ev.value + m * nu) + m * nu)
+
+    def residue(to: float) -> bool:
+        return ev.resid <= SNAP * b or ev.slope * (to - nu) <= resolution
+
     at_breakpoint = replace(ev, resid=0.0)
     start = count_above(ctx.sorted_gains(), ev.cut)  # points with g > cut
     g, a = ctx.gain_prefix(start)
@@ -375,8 +387,10 @@ def _onto_breakpoint(ctx: CappedContext, nu: float, ev: Evaluation, b: int, m: f
         kink = (b - (start - int(np.count_nonzero(free)))) / h
         nxt = float(np.min(a[free]))
         if kink <= nxt:
+            if not residue(kink):
+                return nu, ev
             return (kink if kink > nu else nu), at_breakpoint
         free &= a > nxt
         if float(np.sum((g[free] - ev.cut) / a[free])) - m <= 0:
-            return nxt, _capped_eval(ctx, nxt, b, m)
-    return nu, at_breakpoint
+            return (nxt, _capped_eval(ctx, nxt, b, m)) if residue(nxt) else (nu, ev)
+    return (nu, at_breakpoint) if ev.resid <= SNAP * b else (nu, ev)
