@@ -491,13 +491,12 @@ struct BlockParts {
 // fill(first, count, q) (local indices); global index = lo_index + local index.
 template <class FillFn>
 PartsRound round_block_from_parts(const Span* U, Stream rs, std::int64_t lo_index, FillFn&& fill) {
-    constexpr std::int64_t len = kBlock;
     thread_local std::vector<std::int64_t> loc;  // read parts: running units from the part's start
     thread_local std::vector<double> q;
-    loc.resize(static_cast<size_t>(len));
+    loc.resize(static_cast<size_t>(kBlock));
     q.resize(static_cast<size_t>(kSketchSpan));
     BlockParts<FillFn> parts{U, fill, loc.data(), q.data()};
-    SpanRound r = round_on_bounds(parts, len, rs, -1);
+    SpanRound r = round_on_bounds(parts, kBlock, rs, -1);
     PartsRound out;
     out.parts_read = parts.reads;
     if (!r.decided) return out;
@@ -568,7 +567,7 @@ Indices depround_sketched(std::int64_t n, std::int64_t b, std::uint64_t key, int
         exact(blk);
     }, small_grain(nb, threads));  // most blocks only draw (~30 ns)
     if (cancelled()) return {};  // discarded by the caller
-    std::int64_t in_blocks = taken_in_blocks(runs);
+    const std::int64_t in_blocks = taken_in_blocks(runs);  // the redo below keeps it (checked)
     std::vector<std::int64_t> picks;
     std::int64_t last = -1, stuck = -1;
     // The leftovers with mass, in block order (a sketched block's mass is 0 only if its

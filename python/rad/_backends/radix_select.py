@@ -129,7 +129,7 @@ def scan_bins(
     lowest = boundary if fails.shape[0] else int(bins[-1])
     if fails.shape[0]:
         fail_d = float(d_edge[j])
-    if j > 1:  # (used only where every bin passed: j is then the number of bins)
+    if not fails.shape[0] and j > 1:  # every bin passed (j is the number of bins): the state before the lowest
         before = (float(h2[j - 2]), float(g2[j - 2]), acc_n + int(cnt[bins[: j - 1]].sum()),
                   float(mn[int(bins[j - 2])]), float(d_edge[j - 2]))
     if j > 0:

@@ -291,8 +291,9 @@ def _search(ctx: CappedContext, b: int, m: float) -> tuple[float, Evaluation]:
     bisect_next = False
     for _ in range(_MAX_ITER):
         s_lo, s_hi = ev_lo.slope, ev_hi.slope
-        # Parallel within rounding (F flat between them, or huge terms' slopes rounded
-        # alike): no intersection to aim at, so halve the bracket.
+        # Aim at the supporting lines' intersection; where they are parallel within rounding
+        # (F flat between them, or huge terms' slopes rounded alike) there is none, and the
+        # bracket is halved (below).
         if s_lo > s_hi:
             # Intersection of the supporting lines, measured from lo (no s * lo cancellation).
             x = lo + (ev_hi.value - ev_lo.value - s_hi * (hi - lo)) / (s_lo - s_hi)
