@@ -219,30 +219,62 @@ def test_sketched_rounding_is_the_plain_rounding(sketching: str, kind: str) -> N
     assert made > 0
 
 
-@pytest.mark.skipif("cpp" not in BACKENDS, reason="C++ rounds blocks with crossings from their parts")
-@pytest.mark.parametrize("kind", ["uniform", "wide", "ties", "spikes", "gaps"])
-def test_blocks_with_crossings_are_rounded_from_their_parts(kind: str) -> None:
-    """With b above the number of blocks a block holds a few units of mass; C++ rounds it
-    from the parts its crossings and picks lie in (sketch.hpp, round_block_from_parts)
-    and gives the plain rounding's indices, also where widened bounds leave it undecided
-    (rounded whole) and above kPartsUnitsMax units (never from parts)."""
-    from rad import _core
+def _parts_counts(backend: str) -> np.ndarray:
+    """``(blocks rounded from parts, tried and undecided, parts read)`` since the last call."""
+    if backend == "cpp":
+        from rad import _core
 
+        return np.array(_core.sketch_counts(True), np.int64)
+    from rad._backends import numba_sketch
+
+    return np.array(numba_sketch.parts_counts(True), np.int64)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "wide", "ties", "spikes", "gaps"])
+def test_blocks_with_crossings_are_rounded_from_their_parts(sketching: str, kind: str) -> None:
+    """With b above the number of blocks a block holds a few units of mass; it is rounded
+    from the parts its crossings and picks lie in (sketch.hpp's round_block_from_parts,
+    numba_sketch's _round_parts) with the plain rounding's indices, also where widened
+    bounds leave it undecided (rounded whole) and above 24 units (never from parts)."""
     rng = np.random.default_rng(13)
     n = 9 * BLOCK + 77
     gains = _pool(kind, n, rng, f32=kind in ("uniform", "gaps"))
     counts = np.zeros(3, np.int64)
     for b in (20, 60, 150):  # about 2, 7 and 17 units a block
-        _core.sketch_counts(True)
-        assert _same_as_plain("cpp", gains, 0.2 * n, b, keys=range(4), slack_bits=(0,)) > 0
-        from_parts, undecided, parts = _core.sketch_counts(True)
+        _parts_counts(sketching)
+        assert _same_as_plain(sketching, gains, 0.2 * n, b, keys=range(4), slack_bits=(0,)) > 0
+        from_parts, undecided, parts = _parts_counts(sketching)
         assert from_parts > 0 and parts < from_parts * SKETCH_PARTS, (b, from_parts, parts)  # not whole blocks
-        assert _same_as_plain("cpp", gains, 0.2 * n, b, keys=range(4), slack_bits=(14, 20, 24)) > 0
-        counts += _core.sketch_counts(True)
+        assert _same_as_plain(sketching, gains, 0.2 * n, b, keys=range(4), slack_bits=(14, 20, 24)) > 0
+        counts += _parts_counts(sketching)
     assert counts[1] > 0, counts  # the widened bounds left blocks undecided: rounded whole
-    _core.sketch_counts(True)
-    assert _same_as_plain("cpp", gains, 0.2 * n, 9 * 30, keys=range(2), slack_bits=(0,)) > 0
-    assert _core.sketch_counts(True)[0] == 0  # 30 units a block: streamed
+    _parts_counts(sketching)
+    assert _same_as_plain(sketching, gains, 0.2 * n, 9 * 30, keys=range(2), slack_bits=(0,)) > 0
+    assert _parts_counts(sketching)[0] == 0  # 30 units a block: streamed
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="Numba's merge redo")
+def test_a_merge_undecided_by_parts_blocks_redoes_them_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the merge cannot decide on a parts block's leftover bounds, the blocks at or
+    before the comparison are rounded whole: the same indices, and the same ones taken."""
+    from rad._backends import numba_sketch
+
+    rounded = []
+    first = numba_sketch.Sketched.round_first
+
+    def widened(self, blocks, *rest):  # the bounds widened (they still hold the exact mass)
+        first(self, blocks, *rest)
+        some = blocks[self.parts_hi[blocks] > 0]  # (a leftover of no mass stays a point)
+        self.parts_lo[some] = np.maximum(1, self.parts_lo[some] - ONE // 8)
+        self.parts_hi[some] = np.minimum(ONE - 1, self.parts_hi[some] + ONE // 8)
+        rounded.append((self, self.parts.copy()))
+
+    monkeypatch.setattr(numba_sketch.Sketched, "round_first", widened)
+    n = 12 * BLOCK
+    gains = _pool("uniform", n, np.random.default_rng(4), f32=True)
+    assert _same_as_plain("numba", gains, 0.2 * n, 40, keys=range(4), slack_bits=(0,), threads=(1, 2)) > 0
+    redone = sum(int(np.count_nonzero(before & ~sk.parts)) for sk, before in rounded)
+    assert any(before.any() for _, before in rounded) and redone > 0, redone
 
 
 def test_sketched_rounding_matches_the_numpy_definition(sketching: str) -> None:

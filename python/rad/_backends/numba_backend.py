@@ -747,40 +747,49 @@ def _round_sequence(q, lo, hi, state, out, n_out, max_crossings=-1):
     return n_out, (lo + pick if pick >= 0 else -1), left
 
 
+@_jit
+def _round_block_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, blk, state, out):
+    """DepRound of block ``blk`` with ``q`` computed into block-sized scratch (no array of size n).
+
+    The units come from the same expressions as :func:`_probability`, so the same bits as
+    ``materialize``. The taken positions go block-local into ``out`` (int32, ascending).
+    Returns ``(count, leftover's global index or -1, its mass)``.
+    """
+    n = g.shape[0]
+    lo = blk * BLOCK
+    hi = min(n, lo + BLOCK)
+    cum = np.empty(hi - lo, np.int64)
+    # Unsigned indices and the prefetch, in runs of 256: a signed index compiles to
+    # gathers, and unsigned loads without the prefetch wait on memory (1e8 points on
+    # one thread: 111 ms signed, 184 unsigned, 57 unsigned with the prefetch).
+    for s in range(0, hi - lo, 256):
+        _prefetch_run(g, lo + s, 256)
+        if has_losses:
+            _prefetch_run(losses, lo + s, 256)
+        for k in range(s, min(hi - lo, s + 256)):
+            i = np.uint64(lo + k)
+            gi = np.float64(g[i])
+            cum[np.uint64(k)] = _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc,
+                                                    gf, lc, lf))
+    bits = np.empty((hi - lo + 63) >> 6, np.uint64)
+    cross = np.empty(hi - lo + 8, np.int32)
+    n_cross = _running_mass(cum, hi - lo, bits, cross)
+    li, lm = _round_running(cum, hi - lo, state, bits, cross, n_cross, -1)
+    return _append_marked(bits, hi - lo, 0, out, 0), (lo + li if li >= 0 else -1), lm
+
+
 @_pjit
 def _round_blocks_params(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, blocks, states, buf, counts,
                          left_idx, left_mass):
-    """The block phase of DepRound for the blocks ``blocks``, with ``q`` computed block by block (no array of size n).
+    """The block phase of DepRound for the blocks ``blocks`` (:func:`_round_block_params` each).
 
-    Each block's units go to a block-sized scratch array (the same expressions as
-    :func:`_probability`, so the same bits as ``materialize``); the taken positions of
-    ``blocks[j]`` are written block-local into ``buf[j]`` (int32) and made global by the caller.
+    The taken positions of ``blocks[j]`` are written block-local into ``buf[j]`` (int32)
+    and made global by the caller.
     """
-    n = g.shape[0]
     for j in nb.prange(blocks.shape[0]):
         blk = blocks[j]
-        lo = blk * BLOCK
-        hi = min(n, lo + BLOCK)
-        cum = np.empty(hi - lo, np.int64)
-        # Unsigned indices and the prefetch, in runs of 256: a signed index compiles to
-        # gathers, and unsigned loads without the prefetch wait on memory (1e8 points on
-        # one thread: 111 ms signed, 184 unsigned, 57 unsigned with the prefetch).
-        for s in range(0, hi - lo, 256):
-            _prefetch_run(g, lo + s, 256)
-            if has_losses:
-                _prefetch_run(losses, lo + s, 256)
-            for k in range(s, min(hi - lo, s + 256)):
-                i = np.uint64(lo + k)
-                gi = np.float64(g[i])
-                cum[np.uint64(k)] = _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc,
-                                                        gf, lc, lf))
-        bits = np.empty((hi - lo + 63) >> 6, np.uint64)
-        cross = np.empty(hi - lo + 8, np.int32)
-        n_cross = _running_mass(cum, hi - lo, bits, cross)
-        li, lm = _round_running(cum, hi - lo, states[j], bits, cross, n_cross, -1)
-        counts[j] = _append_marked(bits, hi - lo, 0, buf[j], 0)
-        left_idx[blk] = lo + li if li >= 0 else -1
-        left_mass[blk] = lm
+        counts[j], left_idx[blk], left_mass[blk] = _round_block_params(g, losses, has_losses, w, fill_loss, nu, gc,
+                                                                       gf, lc, lf, blk, states[j], buf[j])
 
 
 @_pjit
@@ -821,12 +830,13 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
     The taken indices go straight into the one array of ``b`` that is returned (each
     group's blocks placed in parallel), which is then finished where it lies
     (:func:`~rad._backends.canonical.finish_in_place`). With ``sketched``
-    (:class:`rad._backends.numba_sketch.Sketched`) a block the sketch decided is not
-    rounded (such a block takes nothing, and leaves its pick; the others of its group
+    (:class:`rad._backends.numba_sketch.Sketched`) a block the sketch's draws decided is
+    not rounded (such a block takes nothing, and leaves its pick; the others of its group
     are: rounding whole groups for a few undecided blocks cost 17 ms of a 1e9 select on
-    two threads), and the merge runs from the bounds; where those leave it undecided,
-    the sketched blocks of the groups at or before the comparison are rounded after all,
-    the nearest group first, in batches that double, until it is decided.
+    two threads), the others are rounded by ``sketched.round_first`` (from their parts
+    where they have crossings), and the merge runs from the bounds; where those leave it
+    undecided, the sketched blocks of the groups at or before the comparison are rounded
+    exactly after all, the nearest group first, in batches that double, until it is decided.
     """
     nblk = -(-n // BLOCK)
     group = 64  # blocks per parallel call: 16 MiB of int32 scratch, few Python round trips
@@ -837,17 +847,22 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
     buf = np.empty((group, BLOCK + 16), np.int32)  # + a vector: _append_marked's room
     counts = np.zeros(group, np.int64)
     decided = sketched.decided if sketched is not None else np.zeros(nblk, np.bool_)
+    parts = sketched.parts if sketched is not None else np.zeros(nblk, np.bool_)
+
+    def states_of(blocks: np.ndarray) -> np.ndarray:
+        return np.array([stream_state(key, int(blk)) for blk in blocks], dtype=np.uint64)
 
     def round_exactly(blocks: np.ndarray) -> None:  # ascending, at most `group` of them
-        states = np.array([stream_state(key, int(blk)) for blk in blocks], dtype=np.uint64)
-        round_group(blocks, states, buf, counts, left_idx, left_mass)
+        round_group(blocks, states_of(blocks), buf, counts, left_idx, left_mass)
         decided[blocks] = False
+        parts[blocks] = False
 
+    first_round = sketched.round_first if sketched is not None else round_group
     for first in range(0, nblk, group):
         blocks = first + np.flatnonzero(~decided[first : first + group])
         if blocks.shape[0] == 0:
             continue
-        round_exactly(blocks)
+        first_round(blocks, states_of(blocks), buf, counts, left_idx, left_mass)
         starts = pos + np.concatenate(([0], np.cumsum(counts[: blocks.shape[0]])))
         if starts[-1] > b:
             raise RuntimeError(f"internal error: DepRound took more than {b} indices")
@@ -861,14 +876,17 @@ def _depround_core(round_group, n: int, b: int, key: int, threads: int, sketched
             decided_merge, merged, li = sketched.merge(left_idx, left_mass, b - pos)
             if decided_merge:
                 break
-            todo = [f for f in range(li // group * group, -1, -group) if decided[f : f + group].any()][:batch]
+            pending = decided | parts
+            todo = [f for f in range(li // group * group, -1, -group) if pending[f : f + group].any()][:batch]
             if not todo:
                 raise RuntimeError("internal error: DepRound's merge undecided on exact masses")
             for first in todo:
-                blocks = first + np.flatnonzero(decided[first : first + group])
+                blocks = first + np.flatnonzero(pending[first : first + group])
+                # under one unit of mass nothing is taken; from the parts, what was taken there
+                took = np.where(parts[blocks], sketched.parts_taken[blocks], 0)
                 round_exactly(blocks)
-                if counts[: blocks.shape[0]].any():  # under one unit of mass: nothing to take
-                    raise RuntimeError("internal error: a sketched block took an index")
+                if np.any(counts[: blocks.shape[0]] != took):
+                    raise RuntimeError("internal error: a sketched block took other indices")
             batch *= 2
 
         def round_block(blk: int) -> int:  # under one unit of mass: it takes nothing

@@ -3,15 +3,17 @@
 The algorithm of ``cpp/include/rad/sketch.hpp``, compiled: a block of the uncapped path
 (``q = nu / a`` on ``g >= tau``) with less than one unit of mass is rounded from bounds
 on its exact units prefixes, reading only the 512-point part its pick lies in; the
-leftovers are merged with their masses as intervals. A block the bounds cannot decide is
-rounded exactly (with its group of blocks), and a merge they cannot decide is redone on
-exact masses: the indices are always those of :func:`rad._backends.numba_backend.depround_params`.
+leftovers are merged with their masses as intervals. A block with a unit of mass or more
+(up to :data:`PARTS_UNITS_MAX`) is rounded from the parts its crossings and picks can lie
+in. A block the bounds cannot decide is rounded exactly, and a merge they cannot decide is
+redone on exact masses: the indices are always those of
+:func:`rad._backends.numba_backend.depround_params`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba as nb
 import numpy as np
@@ -26,6 +28,7 @@ from rad._backends.numba_backend import (
     _losses_arg,
     _pjit,
     _probability,
+    _round_block_params,
     _splitmix,
     _uniform,
     _units,
@@ -306,6 +309,260 @@ def _round_spans(lo, hi, state, max_crossings, out):
     return True, cnt, pick, cl[n - 1] - base, ch[n - 1] - base
 
 
+# ---------------------------------------------------------------- blocks with crossings
+# sketch.hpp's round_block_from_parts: a whole block with a unit of mass or more, rounded
+# by the canonical loop with each running mass known as B + c_i, B the exact prefix at the
+# start of item i's part (within the sketch's bounds), c_i the exact running units from
+# there, read part by part where a sought item can lie. Every comparison is made for all
+# B within bounds; one that depends on B leaves the block undecided (it is then streamed).
+# `src` is (g, losses, has_losses, w, fill, nu, gain_cut, gain_frac, loss_cut, loss_frac,
+# block start, U's lower bounds, U's upper bounds, loc, read flags, state), state[0] 1
+# while decided and state[1] the parts read.
+
+#: Above this many units a block round_chunked's stream is faster (sketch.hpp's kPartsUnitsMax).
+PARTS_UNITS_MAX = 24
+
+
+@_jit
+def _parts_eligible(ul, uh):
+    """``sketched_parts_eligible`` of sketch.hpp: no part can hold a certain item, and some mass."""
+    if not uh[SKETCH_PARTS] < PARTS_UNITS_MAX * ONE:
+        return False
+    for k in range(SKETCH_PARTS):
+        if not uh[k + 1] - ul[k] < ONE // 2:
+            return False
+    return ul[SKETCH_PARTS] > 0
+
+
+@_jit
+def _need(src, k):
+    """Reads part ``k`` once: ``loc`` gets its running units from the part's start."""
+    g, lv, has, w, fill, nu, gc, gf, lc, lf, lo, ul, uh, loc, read, st = src
+    if read[k]:
+        return
+    read[k] = True
+    st[1] += 1
+    s = k * _SPAN
+    for t in range(_SPAN):  # the units first (vectorised: no running sum), then their sums
+        i = np.uint64(lo + s + t)
+        gi = np.float64(g[i])
+        loc[s + t] = _units(_probability(gi, _loss(lv, has, w, i, gi), fill, nu, gc, gf, lc, lf))
+    run = np.int64(0)
+    for t in range(s, s + _SPAN):
+        run += loc[t]
+        loc[t] = run
+    if loc[s + _SPAN - 1] >= ONE:  # a certain item cannot be here (_parts_eligible)
+        st[0] = 0
+
+
+@_jit
+def _pcum(src, i):
+    """Bounds of the running mass after item ``i``: B + c_i, at a part's end also U's."""
+    ul, uh, loc, read = src[11], src[12], src[13], src[14]
+    k = i // _SPAN
+    last = i % _SPAN == _SPAN - 1
+    if last and not read[k]:
+        return ul[k + 1], uh[k + 1]
+    _need(src, k)
+    c_lo = ul[k] + loc[i]
+    c_hi = uh[k] + loc[i]
+    if last:
+        c_lo = max(c_lo, ul[k + 1])
+        c_hi = min(c_hi, uh[k + 1])
+    return c_lo, c_hi
+
+
+@_jit
+def _prun(src, s, e):
+    """Bounds of the mass of items [s, e) (exact within one part)."""
+    loc = src[13]
+    if s // _SPAN == (e - 1) // _SPAN:
+        _need(src, s // _SPAN)
+        r = loc[e - 1] - (loc[s - 1] if s % _SPAN else 0)
+        return r, r
+    b_lo, b_hi = _pcum(src, s - 1) if s > 0 else (np.int64(0), np.int64(0))
+    c_lo, c_hi = _pcum(src, e - 1)
+    return c_lo - b_hi, c_hi - b_lo
+
+
+@_jit
+def _pmass(src, i):
+    """Item ``i``'s exact units."""
+    loc = src[13]
+    _need(src, i // _SPAN)
+    return loc[i] - loc[i - 1] if i % _SPAN else loc[i]
+
+
+@_jit
+def _psearch(src, s, e, x_lo, x_hi, strict):
+    """The first i in [s, e) with M_i > x (strict) or >= x for every B and x within bounds.
+
+    In a read part M_i = B + c_i with c non-decreasing: two binary searches, B at either
+    bound; a part whose end cannot reach ``x_lo`` is skipped unread. Marks the block
+    undecided where they differ.
+    """
+    ul, uh, loc, st = src[11], src[12], src[13], src[15]
+    k = s // _SPAN
+    while k * _SPAN < e:
+        reach = uh[k + 1] > x_lo if strict else uh[k + 1] >= x_lo
+        if reach:
+            _need(src, k)
+            if st[0] == 0:
+                return e
+            i0 = max(s, k * _SPAN)
+            i1 = min(e, (k + 1) * _SPAN)
+            earliest = _first(loc, i0, i1, x_lo - uh[k], strict)
+            latest = _first(loc, i0, i1, x_hi - ul[k], strict)
+            if latest < i1:
+                if earliest != latest:
+                    st[0] = 0
+                return latest
+            if earliest < i1:  # here for some values, later for others
+                st[0] = 0
+                return e
+        k += 1
+    return e
+
+
+@_jit
+def _presolve(src, s, e, base, m_lo, m_hi, carry, state, counter):
+    """``resolve`` of round_on_bounds (sketch.hpp) on a block's parts; marks undecided where it is."""
+    st = src[15]
+    if s >= e:
+        return carry, counter
+    r_lo, r_hi = _prun(src, s, e)
+    if r_hi <= 0:  # no mass in the run
+        return carry, counter
+    if r_lo <= 0:
+        st[0] = 0
+        return carry, counter
+    t = base + np.int64(_uniform(state, counter) * _SCALE)
+    counter += np.uint64(1)
+    if m_lo > t:
+        return carry, counter
+    if m_hi > t:
+        st[0] = 0
+        return carry, counter
+    i = _psearch(src, s, e, t, t, True)
+    if st[0] == 0 or i < e:
+        return i, counter
+    c_lo, c_hi = _pcum(src, e - 1)
+    tot_lo = c_lo - base
+    tot_hi = c_hi - base
+    if tot_hi <= 0:
+        return carry, counter
+    if tot_lo <= 0:
+        st[0] = 0
+        return carry, counter
+    u = _uniform(state, counter)
+    counter += np.uint64(1)
+    t_lo = base + np.int64(u * np.float64(tot_lo))
+    t_hi = base + np.int64(u * np.float64(tot_hi))
+    if m_lo > t_hi:
+        return carry, counter
+    if m_hi > t_lo:
+        st[0] = 0
+        return carry, counter
+    i = _psearch(src, s, e, t_lo, t_hi, True)
+    if st[0] == 0 or i < e:
+        return i, counter
+    st[0] = 0  # the last item with mass (the rounding's own edge case): exactly
+    return carry, counter
+
+
+@_jit
+def _round_parts(src, state, out):
+    """``round_block_from_parts`` of sketch.hpp: the block's taken positions into ``out`` (ascending).
+
+    Returns ``(decided, count, leftover's position or -1, its mass's bounds)``.
+    """
+    st = src[15]
+    counter = np.uint64(0)
+    base = np.int64(0)
+    m_lo = np.int64(0)
+    m_hi = np.int64(0)
+    start = 0
+    carry = -1
+    cnt = 0
+    while True:
+        j = _psearch(src, start, BLOCK, base + ONE, base + ONE, False)
+        if st[0] == 0:
+            return False, 0, -1, 0, 0
+        if j >= BLOCK:
+            break
+        pick, counter = _presolve(src, start, j, base, m_lo, m_hi, carry, state, counter)
+        if st[0] == 0:
+            return False, 0, -1, 0, 0
+        if pick < 0:
+            out[cnt] = j
+            carry = -1
+        else:
+            # survivor_taken: u (alpha + beta) < beta, alpha + beta = 2 ONE - (M_j - base), beta = ONE - q_j
+            c_lo, c_hi = _pcum(src, j)
+            q_j = _pmass(src, j)
+            if st[0] == 0:
+                return False, 0, -1, 0, 0
+            u = _uniform(state, counter)
+            counter += np.uint64(1)
+            if u * np.float64(2 * ONE - (c_lo - base)) < np.float64(ONE - q_j):
+                out[cnt] = pick
+                carry = j
+            elif u * np.float64(2 * ONE - (c_hi - base)) >= np.float64(ONE - q_j):
+                out[cnt] = j
+                carry = pick
+            else:
+                return False, 0, -1, 0, 0
+        cnt += 1
+        base += ONE
+        m_lo, m_hi = _pcum(src, j)
+        start = j + 1
+    last, counter = _presolve(src, start, BLOCK, base, m_lo, m_hi, carry, state, counter)
+    if st[0] == 0:
+        return False, 0, -1, 0, 0
+    c_lo, c_hi = _pcum(src, BLOCK - 1)
+    out[:cnt].sort()
+    # after the last crossing the exact leftover lies in [0, ONE)
+    return True, cnt, last, max(np.int64(0), c_lo - base), min(np.int64(ONE - 1), c_hi - base)
+
+
+@_pjit
+def _round_blocks_sketched(g, lv, has, w, fill, nu, gc, gf, lc, lf, rows, slack_bits, blocks, states, buf, counts,
+                           left_idx, left_mass, parts, plo, phi, read_counts):
+    """The block phase for blocks the draws left: from their parts where they qualify, else streamed.
+
+    A block rounded from its parts is marked in ``parts`` with its leftover's bounds in
+    ``plo``/``phi`` (its ``left_mass`` is 0: the merge reads the bounds); ``read_counts[j]``
+    gets the parts read for ``blocks[j]`` (0 when streamed at once).
+    """
+    n = g.shape[0]
+    for j in nb.prange(blocks.shape[0]):
+        blk = blocks[j]
+        lo = blk * BLOCK
+        parts[blk] = False
+        read_counts[j] = 0
+        if n - lo >= BLOCK:
+            ul = np.empty(SKETCH_PARTS + 1, np.int64)
+            uh = np.empty(SKETCH_PARTS + 1, np.int64)
+            if _bounds(rows[blk], nu, slack_bits, ul, uh) and uh[SKETCH_PARTS] >= ONE and _parts_eligible(ul, uh):
+                st = np.ones(2, np.int64)
+                st[1] = 0
+                src = (g, lv, has, w, fill, nu, gc, gf, lc, lf, lo, ul, uh, np.empty(BLOCK, np.int64),
+                       np.zeros(SKETCH_PARTS, np.bool_), st)
+                ok, cnt, last, m_lo, m_hi = _round_parts(src, states[j], buf[j])
+                read_counts[j] = st[1]
+                # a leftover with mass needs its index (and bounds that exclude 0) for the merge
+                if ok and (m_hi == 0 or (m_lo > 0 and last >= 0)):
+                    counts[j] = cnt
+                    left_idx[blk] = lo + last if last >= 0 else -1
+                    left_mass[blk] = 0.0
+                    parts[blk] = True
+                    plo[blk] = m_lo
+                    phi[blk] = m_hi
+                    continue
+        counts[j], left_idx[blk], left_mass[blk] = _round_block_params(g, lv, has, w, fill, nu, gc, gf, lc, lf, blk,
+                                                                       states[j], buf[j])
+
+
 def merge_spans(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, dep: np.ndarray, key: int,
                 wanted: int) -> tuple[bool, np.ndarray, int]:
     """``merge_spans`` of sketch.hpp (the canonical merge's levels) on leftovers with mass.
@@ -362,14 +619,31 @@ def merge_blocks(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, key: int,
     return ok, taken, (x if ok else -1), (-1 if ok else x)
 
 
+#: What the rounding from parts did, summed over calls (a test hook: :func:`parts_counts`).
+_PARTS_COUNTS = np.zeros(3, np.int64)
+
+
+def parts_counts(reset: bool = False) -> tuple[int, int, int]:
+    """``(blocks rounded from parts, blocks tried and left undecided, parts read)`` so far.
+
+    The twin of ``_core.sketch_counts``; ``reset`` zeroes them after reading.
+    """
+    got = (int(_PARTS_COUNTS[0]), int(_PARTS_COUNTS[1]), int(_PARTS_COUNTS[2]))
+    if reset:
+        _PARTS_COUNTS[:] = 0
+    return got
+
+
 @dataclass
 class Sketched:
     """The blocks the sketch decided, for :func:`rad._backends.numba_backend._depround_core`.
 
-    A decided block with mass enters the merge as ``-2 - block`` (its pick unread: the
-    pick does not change the leftover's mass, which is all the merge sees); :meth:`picks`
-    reads the picks of the leftovers the merge took (about b parts of 512 points, where
-    reading every block's part cost 9 ms of a 1e9 DepRound on two threads).
+    A block the draws decided with mass enters the merge as ``-2 - block`` (its pick
+    unread: the pick does not change the leftover's mass, which is all the merge sees);
+    :meth:`picks` reads the picks of the leftovers the merge took (about b parts of 512
+    points, where reading every block's part cost 9 ms of a 1e9 DepRound on two threads).
+    A block rounded from its parts (:meth:`round_first`) has taken its indices and enters
+    the merge with its leftover's index and the bounds of its mass.
     """
 
     decided: np.ndarray
@@ -377,19 +651,45 @@ class Sketched:
     mass_hi: np.ndarray
     key: int
     read: Callable[[np.ndarray], np.ndarray]  # the picks of drawn blocks, -1 where undecided
+    # (blocks, states, buf, counts, left_idx, left_mass, parts, parts_lo, parts_hi, read_counts)
+    round_blocks: Callable[..., None]
+    parts: np.ndarray = field(init=False)  # rounded from parts: leftover within [parts_lo, parts_hi]
+    parts_lo: np.ndarray = field(init=False)
+    parts_hi: np.ndarray = field(init=False)
+    parts_taken: np.ndarray = field(init=False)  # how many indices each such block took
+
+    def __post_init__(self) -> None:
+        nblk = self.decided.shape[0]
+        self.parts = np.zeros(nblk, np.bool_)
+        self.parts_lo = np.zeros(nblk, np.int64)
+        self.parts_hi = np.zeros(nblk, np.int64)
+        self.parts_taken = np.zeros(nblk, np.int64)
+
+    def round_first(self, blocks: np.ndarray, states: np.ndarray, buf: np.ndarray, counts: np.ndarray,
+                    left_idx: np.ndarray, left_mass: np.ndarray) -> None:
+        """The block phase for the blocks the draws left: from their parts where that decides, else streamed."""
+        read_counts = np.zeros(blocks.shape[0], np.int64)
+        self.round_blocks(blocks, states, buf, counts, left_idx, left_mass, self.parts, self.parts_lo, self.parts_hi,
+                          read_counts)
+        from_parts = self.parts[blocks]
+        self.parts_taken[blocks] = counts[: blocks.shape[0]]
+        _PARTS_COUNTS[0] += int(from_parts.sum())
+        _PARTS_COUNTS[1] += int(np.count_nonzero(~from_parts & (read_counts > 0)))
+        _PARTS_COUNTS[2] += int(read_counts.sum())
 
     def merge(self, left_idx: np.ndarray, left_mass: np.ndarray, wanted: int) -> tuple[bool, np.ndarray, int]:
-        """The merge of the blocks' leftovers with mass (decided blocks from their bounds).
+        """The merge of the blocks' leftovers with mass (sketched blocks from their bounds).
 
-        Returns ``(True, picks, last pick)`` (a decided block's pick as ``-2 - block``),
+        Returns ``(True, picks, last pick)`` (a drawn block's pick as ``-2 - block``),
         or ``(False, _, stuck)`` when undecided: exact masses for the blocks up to
         ``stuck`` decide the comparison.
         """
         exact = np.rint(left_mass * float(ONE)).astype(np.int64)  # exact: multiples of 2^-46 below 1
         ids = np.where(self.decided, -2 - np.arange(left_idx.shape[0], dtype=np.int64), left_idx)
-        lo = np.where(self.decided, self.mass_lo, exact)
-        hi = np.where(self.decided, self.mass_hi, exact)
-        # (a sketched block's bounds never straddle 0 and an exact mass is a point: no block is undecided at 0)
+        lo = np.where(self.decided, self.mass_lo, np.where(self.parts, self.parts_lo, exact))
+        hi = np.where(self.decided, self.mass_hi, np.where(self.parts, self.parts_hi, exact))
+        # (a drawn block's bounds never straddle 0, nor do a parts block's with mass, and an
+        # exact mass is a point: no block is undecided at 0)
         ok, taken, last, stuck = merge_blocks(ids, lo, hi, self.key, wanted)
         return ok, taken, last if ok else stuck
 
@@ -432,4 +732,9 @@ def depround(gains: np.ndarray, losses: np.ndarray | None, w: float, params: Par
                     out)
         return out
 
-    return _depround_params(gains, losses, w, params, b, key, threads, Sketched(decided, mlo, mhi, key, read))
+    def round_blocks(blocks, states, buf, counts, left_idx, left_mass, parts, plo, phi, read_counts):
+        _round_blocks_sketched(gains, lv, has, float(w), bool(fill), nu, gc, gf, lc, lf, rows, int(slack_bits), blocks,
+                               states, buf, counts, left_idx, left_mass, parts, plo, phi, read_counts)
+
+    return _depround_params(gains, losses, w, params, b, key, threads,
+                            Sketched(decided, mlo, mhi, key, read, round_blocks))
