@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numba as nb
 import numpy as np
+from numba.extending import overload
 
 from rad._backends.canonical import BLOCK, MERGE_GROUP, ONE
 from rad._backends.contract import SKETCH_PARTS as _CONTRACT_PARTS
@@ -188,6 +190,26 @@ def _read_picks(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, sketch,
         out[j] = lo + first + ia if ia == ib and ia < count else -1
 
 
+# ------------------------------------------------- rounding on masses known within bounds
+# sketch.hpp's round_on_bounds: round_sequence (the canonical rounding of one sequence)
+# where each running mass M_i is known only within bounds; every comparison is made for
+# the whole range the bounds allow, and one that depends on where M lies in them marks
+# the rounding undecided. Two sources, as in sketch.hpp, each a tuple whose last entry is
+# its state (state[0] 1 while decided):
+#   spans  (cl, ch, lo, hi, state): a sequence of masses within [lo, hi] (the merge's
+#          leftovers), cl and ch the sums of the bounds; state[1] the last position whose
+#          bounds entered an undecided comparison;
+#   parts  (g, losses, has_losses, w, fill, nu, gain_cut, gain_frac, loss_cut, loss_frac,
+#          block start, U's lower bounds, U's upper bounds, loc, read flags, state): a whole
+#          block with M_i = B + c_i, B the exact prefix at the start of item i's part
+#          (within the sketch's bounds U) and c_i the exact running units from there, read
+#          part by part where a sought item can lie (sketch.hpp's round_block_from_parts);
+#          state[1] the parts read.
+# The generic loop calls src_cum, src_run, src_mass, src_search and src_fail, which pick
+# the source's function when compiled (by the tuple's length).
+_SPANS = 5
+
+
 @_jit
 def _first(c, s, e, x, strict):
     """First i in [s, e) with c[i] > x (strict) or >= x; e if none."""
@@ -196,142 +218,41 @@ def _first(c, s, e, x, strict):
     return s + np.searchsorted(c[s:e], x, side="left")
 
 
-# An undecided comparison is reported as -2 - stuck: ``stuck`` the last leftover whose
-# bounds entered it (merge_spans's `stuck` in sketch.hpp); decided results are >= -1.
 @_jit
-def _undecided(at, n):
-    return -2 - max(0, min(n - 1, at))
+def _spans_cum(src, i):
+    """Bounds of the running mass after leftover ``i`` (0 before the first)."""
+    cl, ch = src[0], src[1]
+    return (cl[i], ch[i]) if i >= 0 else (np.int64(0), np.int64(0))
 
 
 @_jit
-def _search(cl, ch, s, e, x_lo, x_hi, strict):
-    """The first i with cum_i > x (or >= x) for every x in [x_lo, x_hi], or undecided."""
+def _spans_run(src, s, e):
+    b_lo, b_hi = _spans_cum(src, s - 1)
+    c_lo, c_hi = _spans_cum(src, e - 1)
+    return c_lo - b_lo, c_hi - b_hi
+
+
+@_jit
+def _spans_mass(src, i):
+    return src[2][i], src[3][i]
+
+
+@_jit
+def _spans_fail(src, i):
+    st = src[4]
+    st[0] = 0
+    st[1] = max(0, min(src[0].shape[0] - 1, i))
+
+
+@_jit
+def _spans_search(src, s, e, x_lo, x_hi, strict):
+    """No earlier i can (its upper bound does not), and this one must (its lower bound does)."""
+    cl, ch = src[0], src[1]
     i = _first(ch, s, e, x_lo, strict)
     i_last = _first(cl, s, e, x_hi, strict)
-    return i if i == i_last else _undecided(min(e - 1, i_last), cl.shape[0])
-
-
-@_jit
-def _resolve(cl, ch, s, e, base, m_lo, m_hi, carry, state, counter):
-    """``resolve`` of merge_spans (sketch.hpp); a pick below -1 when undecided."""
-    n = cl.shape[0]
-    if s >= e:
-        return carry, counter
-    before_lo = cl[s - 1] if s > 0 else np.int64(0)
-    before_hi = ch[s - 1] if s > 0 else np.int64(0)
-    if ch[e - 1] - before_hi == 0:  # no mass in the run
-        return carry, counter
-    if cl[e - 1] - before_lo == 0:
-        return _undecided(e - 1, n), counter
-    t = base + np.int64(_uniform(state, counter) * _SCALE)
-    counter += np.uint64(1)
-    if m_lo > t:
-        return carry, counter
-    if m_hi > t:
-        return _undecided(s - 1, n), counter
-    i = _search(cl, ch, s, e, t, t, True)
-    if i < -1 or i < e:
-        return i, counter
-    tot_lo = cl[e - 1] - base
-    tot_hi = ch[e - 1] - base
-    if tot_hi <= 0:
-        return carry, counter
-    if tot_lo <= 0:
-        return _undecided(e - 1, n), counter
-    u = _uniform(state, counter)
-    counter += np.uint64(1)
-    t_lo = base + np.int64(u * np.float64(tot_lo))
-    t_hi = base + np.int64(u * np.float64(tot_hi))
-    if m_lo > t_hi:
-        return carry, counter
-    if m_hi > t_lo:
-        return _undecided(s - 1, n), counter
-    i = _search(cl, ch, s, e, t_lo, t_hi, True)
-    return i if i < e else _undecided(e - 1, n), counter
-
-
-@_jit
-def _round_spans(lo, hi, state, max_crossings, out):
-    """``round_spans`` of sketch.hpp on masses within ``[lo, hi]``; taken positions go to ``out``.
-
-    Returns ``(decided, taken count, last position or stuck position, left_lo, left_hi)``.
-    """
-    n = lo.shape[0]
-    if n == 0:
-        return True, 0, -1, 0, 0
-    cl = np.cumsum(lo)
-    ch = np.cumsum(hi)
-    counter = np.uint64(0)
-    base = np.int64(0)
-    m_lo = np.int64(0)
-    m_hi = np.int64(0)
-    start = 0
-    carry = -1
-    cnt = 0
-    crossings = 0
-    while max_crossings < 0 or crossings < max_crossings:
-        crossings += 1
-        j = _search(cl, ch, start, n, base + ONE, base + ONE, False)
-        if j < -1:
-            return False, cnt, -2 - j, 0, 0
-        if j >= n:
-            break
-        pick, counter = _resolve(cl, ch, start, j, base, m_lo, m_hi, carry, state, counter)
-        if pick < -1:
-            return False, cnt, -2 - pick, 0, 0
-        if pick < 0:
-            out[cnt] = j
-            carry = -1
-        else:
-            u = _uniform(state, counter)
-            counter += np.uint64(1)
-            # survivor_taken: u (alpha + beta) < beta, alpha + beta = 2 ONE - (cum_j - base)
-            sum_lo = np.float64(2 * ONE - (ch[j] - base))
-            sum_hi = np.float64(2 * ONE - (cl[j] - base))
-            beta_lo = np.float64(ONE - hi[j])
-            beta_hi = np.float64(ONE - lo[j])
-            if u * sum_hi < beta_lo:
-                out[cnt] = pick
-                carry = j
-            elif u * sum_lo >= beta_hi:
-                out[cnt] = j
-                carry = pick
-            else:
-                return False, cnt, j, 0, 0
-        cnt += 1
-        base += ONE
-        m_lo = cl[j]
-        m_hi = ch[j]
-        start = j + 1
-    pick, counter = _resolve(cl, ch, start, n, base, m_lo, m_hi, carry, state, counter)
-    if pick < -1:
-        return False, cnt, -2 - pick, 0, 0
-    return True, cnt, pick, cl[n - 1] - base, ch[n - 1] - base
-
-
-# ---------------------------------------------------------------- blocks with crossings
-# sketch.hpp's round_block_from_parts: a whole block with a unit of mass or more, rounded
-# by the canonical loop with each running mass known as B + c_i, B the exact prefix at the
-# start of item i's part (within the sketch's bounds), c_i the exact running units from
-# there, read part by part where a sought item can lie. Every comparison is made for all
-# B within bounds; one that depends on B leaves the block undecided (it is then streamed).
-# `src` is (g, losses, has_losses, w, fill, nu, gain_cut, gain_frac, loss_cut, loss_frac,
-# block start, U's lower bounds, U's upper bounds, loc, read flags, state), state[0] 1
-# while decided and state[1] the parts read.
-
-#: Above this many units a block round_chunked's stream is faster (sketch.hpp's kPartsUnitsMax).
-PARTS_UNITS_MAX = 24
-
-
-@_jit
-def _parts_eligible(ul, uh):
-    """``sketched_parts_eligible`` of sketch.hpp: no part can hold a certain item, and some mass."""
-    if not uh[SKETCH_PARTS] < PARTS_UNITS_MAX * ONE:
-        return False
-    for k in range(SKETCH_PARTS):
-        if not uh[k + 1] - ul[k] < ONE // 2:
-            return False
-    return ul[SKETCH_PARTS] > 0
+    if i != i_last:
+        _spans_fail(src, min(e - 1, i_last))
+    return i
 
 
 @_jit
@@ -356,9 +277,11 @@ def _need(src, k):
 
 
 @_jit
-def _pcum(src, i):
+def _parts_cum(src, i):
     """Bounds of the running mass after item ``i``: B + c_i, at a part's end also U's."""
     ul, uh, loc, read = src[11], src[12], src[13], src[14]
+    if i < 0:
+        return np.int64(0), np.int64(0)
     k = i // _SPAN
     last = i % _SPAN == _SPAN - 1
     if last and not read[k]:
@@ -373,33 +296,38 @@ def _pcum(src, i):
 
 
 @_jit
-def _prun(src, s, e):
+def _parts_run(src, s, e):
     """Bounds of the mass of items [s, e) (exact within one part)."""
     loc = src[13]
     if s // _SPAN == (e - 1) // _SPAN:
         _need(src, s // _SPAN)
         r = loc[e - 1] - (loc[s - 1] if s % _SPAN else 0)
         return r, r
-    b_lo, b_hi = _pcum(src, s - 1) if s > 0 else (np.int64(0), np.int64(0))
-    c_lo, c_hi = _pcum(src, e - 1)
+    b_lo, b_hi = _parts_cum(src, s - 1)
+    c_lo, c_hi = _parts_cum(src, e - 1)
     return c_lo - b_hi, c_hi - b_lo
 
 
 @_jit
-def _pmass(src, i):
-    """Item ``i``'s exact units."""
+def _parts_mass(src, i):
+    """Item ``i``'s exact units (twice: a mass's bounds)."""
     loc = src[13]
     _need(src, i // _SPAN)
-    return loc[i] - loc[i - 1] if i % _SPAN else loc[i]
+    m = loc[i] - loc[i - 1] if i % _SPAN else loc[i]
+    return m, m
 
 
 @_jit
-def _psearch(src, s, e, x_lo, x_hi, strict):
-    """The first i in [s, e) with M_i > x (strict) or >= x for every B and x within bounds.
+def _parts_fail(src, i):
+    src[15][0] = 0
 
-    In a read part M_i = B + c_i with c non-decreasing: two binary searches, B at either
-    bound; a part whose end cannot reach ``x_lo`` is skipped unread. Marks the block
-    undecided where they differ.
+
+@_jit
+def _parts_search(src, s, e, x_lo, x_hi, strict):
+    """The first item of [s, e) whose M_i passes x, for every B and x within their bounds.
+
+    In a read part M_i = B + c_i, c non-decreasing: two binary searches, B at either
+    bound; a part whose end cannot reach ``x_lo`` is skipped unread.
     """
     ul, uh, loc, st = src[11], src[12], src[13], src[15]
     k = s // _SPAN
@@ -424,35 +352,76 @@ def _psearch(src, s, e, x_lo, x_hi, strict):
     return e
 
 
+def src_cum(src, i):  # the bounds of M_i (0 for i < 0)
+    raise NotImplementedError("compiled only")
+
+
+def src_run(src, s, e):  # the bounds of the mass of items [s, e)
+    raise NotImplementedError("compiled only")
+
+
+def src_mass(src, i):  # the bounds of item i's own mass
+    raise NotImplementedError("compiled only")
+
+
+def src_search(src, s, e, x_lo, x_hi, strict):  # the first i in [s, e) with M_i > x (or >= x), e if none
+    raise NotImplementedError("compiled only")
+
+
+def src_fail(src, i):  # undecided; i the last position whose bounds entered the comparison
+    raise NotImplementedError("compiled only")
+
+
+def _by_source(spans: Callable[..., Any], parts: Callable[..., Any]) -> Callable[..., Any]:
+    """An overload that calls ``spans`` or ``parts`` by the source tuple's length."""
+
+    def typer(src, *args):  # unannotated: numba holds its signature to impl's
+        fn = spans if len(src) == _SPANS else parts
+
+        def impl(src, *args):
+            return fn(src, *args)
+
+        return impl
+
+    return typer
+
+
+overload(src_cum)(_by_source(_spans_cum, _parts_cum))
+overload(src_run)(_by_source(_spans_run, _parts_run))
+overload(src_mass)(_by_source(_spans_mass, _parts_mass))
+overload(src_search)(_by_source(_spans_search, _parts_search))
+overload(src_fail)(_by_source(_spans_fail, _parts_fail))
+
+
 @_jit
-def _presolve(src, s, e, base, m_lo, m_hi, carry, state, counter):
-    """``resolve`` of round_on_bounds (sketch.hpp) on a block's parts; marks undecided where it is."""
-    st = src[15]
+def _resolve(src, s, e, base, m_lo, m_hi, carry, state, counter):
+    """``resolve`` of round_on_bounds: the pick of run [s, e) (or ``carry``), and the counter."""
+    st = src[-1]
     if s >= e:
         return carry, counter
-    r_lo, r_hi = _prun(src, s, e)
+    r_lo, r_hi = src_run(src, s, e)
     if r_hi <= 0:  # no mass in the run
         return carry, counter
     if r_lo <= 0:
-        st[0] = 0
+        src_fail(src, e - 1)
         return carry, counter
     t = base + np.int64(_uniform(state, counter) * _SCALE)
     counter += np.uint64(1)
     if m_lo > t:
         return carry, counter
     if m_hi > t:
-        st[0] = 0
+        src_fail(src, s - 1)
         return carry, counter
-    i = _psearch(src, s, e, t, t, True)
+    i = src_search(src, s, e, t, t, True)
     if st[0] == 0 or i < e:
         return i, counter
-    c_lo, c_hi = _pcum(src, e - 1)
+    c_lo, c_hi = src_cum(src, e - 1)
     tot_lo = c_lo - base
     tot_hi = c_hi - base
     if tot_hi <= 0:
         return carry, counter
     if tot_lo <= 0:
-        st[0] = 0
+        src_fail(src, e - 1)
         return carry, counter
     u = _uniform(state, counter)
     counter += np.uint64(1)
@@ -461,22 +430,24 @@ def _presolve(src, s, e, base, m_lo, m_hi, carry, state, counter):
     if m_lo > t_hi:
         return carry, counter
     if m_hi > t_lo:
-        st[0] = 0
+        src_fail(src, s - 1)
         return carry, counter
-    i = _psearch(src, s, e, t_lo, t_hi, True)
+    i = src_search(src, s, e, t_lo, t_hi, True)
     if st[0] == 0 or i < e:
         return i, counter
-    st[0] = 0  # the last item with mass (the rounding's own edge case): exactly
+    src_fail(src, e - 1)  # the last item with mass (the rounding's own edge case): exactly
     return carry, counter
 
 
 @_jit
-def _round_parts(src, state, out):
-    """``round_block_from_parts`` of sketch.hpp: the block's taken positions into ``out`` (ascending).
+def _round_on_bounds(src, n, state, max_crossings, out):
+    """``round_on_bounds`` of sketch.hpp on ``n`` positions: the taken ones into ``out``.
 
-    Returns ``(decided, count, leftover's position or -1, its mass's bounds)``.
+    Pairs at most ``max_crossings`` crossings when that is not negative. Returns
+    ``(decided, taken count, the final run's survivor or -1, the bounds of its mass)``;
+    undecided, the state says where.
     """
-    st = src[15]
+    st = src[-1]
     counter = np.uint64(0)
     base = np.int64(0)
     m_lo = np.int64(0)
@@ -484,45 +455,72 @@ def _round_parts(src, state, out):
     start = 0
     carry = -1
     cnt = 0
-    while True:
-        j = _psearch(src, start, BLOCK, base + ONE, base + ONE, False)
+    while max_crossings < 0 or cnt < max_crossings:
+        j = src_search(src, start, n, base + ONE, base + ONE, False)
         if st[0] == 0:
-            return False, 0, -1, 0, 0
-        if j >= BLOCK:
+            return False, cnt, -1, 0, 0
+        if j >= n:
             break
-        pick, counter = _presolve(src, start, j, base, m_lo, m_hi, carry, state, counter)
+        pick, counter = _resolve(src, start, j, base, m_lo, m_hi, carry, state, counter)
         if st[0] == 0:
-            return False, 0, -1, 0, 0
+            return False, cnt, -1, 0, 0
         if pick < 0:
             out[cnt] = j
             carry = -1
         else:
             # survivor_taken: u (alpha + beta) < beta, alpha + beta = 2 ONE - (M_j - base), beta = ONE - q_j
-            c_lo, c_hi = _pcum(src, j)
-            q_j = _pmass(src, j)
+            c_lo, c_hi = src_cum(src, j)
+            q_lo, q_hi = src_mass(src, j)
             if st[0] == 0:
-                return False, 0, -1, 0, 0
+                return False, cnt, -1, 0, 0
             u = _uniform(state, counter)
             counter += np.uint64(1)
-            if u * np.float64(2 * ONE - (c_lo - base)) < np.float64(ONE - q_j):
+            if u * np.float64(2 * ONE - (c_lo - base)) < np.float64(ONE - q_hi):
                 out[cnt] = pick
                 carry = j
-            elif u * np.float64(2 * ONE - (c_hi - base)) >= np.float64(ONE - q_j):
+            elif u * np.float64(2 * ONE - (c_hi - base)) >= np.float64(ONE - q_lo):
                 out[cnt] = j
                 carry = pick
             else:
-                return False, 0, -1, 0, 0
+                src_fail(src, j)
+                return False, cnt, -1, 0, 0
         cnt += 1
         base += ONE
-        m_lo, m_hi = _pcum(src, j)
+        m_lo, m_hi = src_cum(src, j)
         start = j + 1
-    last, counter = _presolve(src, start, BLOCK, base, m_lo, m_hi, carry, state, counter)
+    last, counter = _resolve(src, start, n, base, m_lo, m_hi, carry, state, counter)
     if st[0] == 0:
-        return False, 0, -1, 0, 0
-    c_lo, c_hi = _pcum(src, BLOCK - 1)
-    out[:cnt].sort()
-    # after the last crossing the exact leftover lies in [0, ONE)
-    return True, cnt, last, max(np.int64(0), c_lo - base), min(np.int64(ONE - 1), c_hi - base)
+        return False, cnt, -1, 0, 0
+    c_lo, c_hi = src_cum(src, n - 1)
+    return True, cnt, last, c_lo - base, c_hi - base
+
+
+@_jit
+def _round_spans(lo, hi, state, max_crossings, out):
+    """``round_spans`` of sketch.hpp on masses within ``[lo, hi]``; taken positions go to ``out``.
+
+    Returns ``(decided, taken count, last position or stuck position, left_lo, left_hi)``.
+    """
+    st = np.ones(2, np.int64)
+    src = (np.cumsum(lo), np.cumsum(hi), lo, hi, st)
+    ok, cnt, last, left_lo, left_hi = _round_on_bounds(src, lo.shape[0], state, max_crossings, out)
+    return ok, cnt, (last if ok else st[1]), left_lo, left_hi
+
+
+# ---------------------------------------------------------------- blocks with crossings
+#: Above this many units a block round_chunked's stream is faster (sketch.hpp's kPartsUnitsMax).
+PARTS_UNITS_MAX = 24
+
+
+@_jit
+def _parts_eligible(ul, uh):
+    """``sketched_parts_eligible`` of sketch.hpp: no part can hold a certain item, and some mass."""
+    if not uh[SKETCH_PARTS] < PARTS_UNITS_MAX * ONE:
+        return False
+    for k in range(SKETCH_PARTS):
+        if not uh[k + 1] - ul[k] < ONE // 2:
+            return False
+    return ul[SKETCH_PARTS] > 0
 
 
 @_pjit
@@ -530,7 +528,8 @@ def _round_blocks_sketched(g, lv, has, w, fill, nu, gc, gf, lc, lf, rows, slack_
                            left_idx, left_mass, parts, plo, phi, read_counts):
     """The block phase for blocks the draws left: from their parts where they qualify, else streamed.
 
-    A block rounded from its parts is marked in ``parts`` with its leftover's bounds in
+    A block rounded from its parts (sketch.hpp's round_block_from_parts: the parts source
+    of :func:`_round_on_bounds`) is marked in ``parts`` with its leftover's bounds in
     ``plo``/``phi`` (its ``left_mass`` is 0: the merge reads the bounds); ``read_counts[j]``
     gets the parts read for ``blocks[j]`` (0 when streamed at once).
     """
@@ -548,10 +547,15 @@ def _round_blocks_sketched(g, lv, has, w, fill, nu, gc, gf, lc, lf, rows, slack_
                 st[1] = 0
                 src = (g, lv, has, w, fill, nu, gc, gf, lc, lf, lo, ul, uh, np.empty(BLOCK, np.int64),
                        np.zeros(SKETCH_PARTS, np.bool_), st)
-                ok, cnt, last, m_lo, m_hi = _round_parts(src, states[j], buf[j])
+                out = buf[j]
+                ok, cnt, last, m_lo, m_hi = _round_on_bounds(src, BLOCK, states[j], -1, out)
                 read_counts[j] = st[1]
+                # after the last crossing the exact leftover lies in [0, ONE)
+                m_lo = max(np.int64(0), m_lo)
+                m_hi = min(np.int64(ONE - 1), m_hi)
                 # a leftover with mass needs its index (and bounds that exclude 0) for the merge
                 if ok and (m_hi == 0 or (m_lo > 0 and last >= 0)):
+                    out[:cnt].sort()
                     counts[j] = cnt
                     left_idx[blk] = lo + last if last >= 0 else -1
                     left_mass[blk] = 0.0
