@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import math
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -316,6 +317,53 @@ def test_subnormal_pool_is_certified_on_the_rescaled_game():
         # (a.upper is itself subnormal: about 9 significant digits)
         assert math.isclose(a.upper * 2.0**1000, s.upper, rel_tol=1e-8)
         assert a.upper > 0 and math.isfinite(a.upper)
+
+
+@pytest.mark.parametrize("method", ["auto", "saddle", "search"])
+def test_bounds_hold_where_rounding_leaves_the_adversary_overspent(method):
+    """The certificate's bounds bracket the exact optimum on games whose ``a`` span 1e15
+    and more: there a ``sum u`` that rounds to ``m`` while the exact sum exceeds it by
+    1e-16 is worth ~100 of payoff on a point of ``a = 1e18``, and ``Phi(u)`` alone fell
+    below ``OPT_b`` (``g = [1e16, 100, 1, 0]``, ``l = [0, 1e18, 0, 0]``: upper 1, ``OPT_b``
+    1.99, certified optimal). Exact optima from the rational game; the bounds are judged
+    to the rounding of their sums, relative to the certificate's scale."""
+    from exact import exact_game
+
+    checked = 0
+    for e_g in range(2, 17, 2):
+        for e_l in range(e_g + 1, 19, 3):
+            for g1 in (3.0, 100.0):
+                g = np.array([10.0**e_g, g1, 1.0, 0.0])
+                losses = np.array([0.0, 10.0**e_l, 0.0, 0.0])
+                opt = exact_game(g, 1.0, 2, losses=losses).solve()[0]
+                c = certificate(g, 1.0, 2, losses=losses, method=method)
+                rounding = Fraction(64 * 2.0**-52 * c.scale)  # the sums' rounding (docs/certificate.md §5)
+                assert Fraction(c.lower) <= opt + rounding, (e_g, e_l, g1, c, float(opt))
+                assert Fraction(c.upper) >= opt - rounding, (e_g, e_l, g1, c, float(opt))
+                checked += 1
+    assert checked > 50
+    # the instance above: the solver's q (exact value 1, within the conditioning: one ulp
+    # of m moves OPT_b from 1.99 to 1.0) is not certified optimal
+    g = np.array([1e16, 100.0, 1.0, 0.0])
+    losses = np.array([0.0, 1e18, 0.0, 0.0])
+    c = certificate(g, 1.0, 2, losses=losses, method=method)
+    assert not c.optimal and c.upper >= 1.99
+
+
+def test_a_solution_for_another_scale_is_refused():
+    """A Solution solved on subnormal gains (rescaled by 2**e) is in that scale's units: it
+    cannot be certified on other gains, and one of the same scale is judged on the gains given."""
+    g1 = np.array([1e-310, 5e-320, 3e-315, 2e-311, 0.0])
+    sol1 = rad.solve(g1, 1.0, 2)
+    assert sol1.scale_exponent != 0
+    with pytest.raises(ValueError, match="another instance"):
+        certificate(np.array([0.3, 0.1, 0.7, 0.2, 0.9]), 1.0, 2, solution=sol1)
+    g2 = np.array([2e-310, 5e-320, 1e-315, 4e-311, 0.0])  # the same scale, another game
+    c = certificate(g2, 1.0, 2, solution=sol1)
+    opt2, opt1 = certificate(g2, 1.0, 2), certificate(g1, 1.0, 2)
+    assert opt2.optimal and not math.isclose(opt2.upper, opt1.upper, rel_tol=1e-3)
+    assert math.isclose(c.upper, opt2.upper, rel_tol=1e-8) and not c.optimal  # judged on g2's game
+    assert c.lower <= opt2.upper * (1 + 1e-8)
 
 
 def test_certificate_accepts_a_solution_and_backends_agree(backend):

@@ -39,7 +39,9 @@ __all__ = [
     "SaddleAdversary",
     "SaddleLevel",
     "UniformAdversary",
+    "UpperBound",
     "WaterAdversary",
+    "feasible_upper",
     "saddle_completion",
     "upper_bound",
     "water_search",
@@ -68,8 +70,20 @@ class Adversary(Protocol):
         ...
 
 
-def upper_bound(pool: ChunkedPool, adversary: Adversary, b: int) -> tuple[float, float]:
-    """``Phi(u)`` (the ``b`` largest ``v = g - u a``) and ``sum u``, streamed.
+@dataclass(frozen=True)
+class UpperBound:
+    """What one pass of :func:`upper_bound` measured of an adversary ``u``."""
+
+    phi: float  # Phi(u): the b largest v = g - u a
+    u_sum: float  # sum u (at most m for a feasible u)
+    ones: int  # how many u_i are exactly 1
+    frac_sum: float  # sum u over u < 1 (0 and 1 are exact: the rounding is the others')
+    ua_sum: float  # sum u a
+    level: float  # the b-th largest v (+inf when b == 0)
+
+
+def upper_bound(pool: ChunkedPool, adversary: Adversary, b: int) -> UpperBound:
+    """``Phi(u)`` (the ``b`` largest ``v = g - u a``) and the sums :func:`feasible_upper` needs, streamed.
 
     Parameters
     ----------
@@ -82,23 +96,84 @@ def upper_bound(pool: ChunkedPool, adversary: Adversary, b: int) -> tuple[float,
 
     Returns
     -------
-    (float, float)
-        ``Phi(u)``, an upper bound on ``OPT_b`` when ``u`` is feasible, and ``sum u``.
+    UpperBound
+        ``Phi(u)`` is an upper bound on ``OPT_b`` when ``u`` is feasible; where rounding
+        may leave ``sum u`` above ``m``, :func:`feasible_upper` makes it one.
     """
-    u_parts: dict[int, float] = {}
+    parts: dict[int, tuple[float, int, float, float]] = {}
 
     def values(lo: int, hi: int) -> np.ndarray:
         g, l, a = pool.gla(lo, hi)
         u, v = adversary(g, l, a, lo, hi)
-        if lo not in u_parts:
-            u_parts[lo] = chunk_sum(u)
+        if lo not in parts:
+            whole = u >= 1.0
+            parts[lo] = (chunk_sum(u), int(np.count_nonzero(whole)), chunk_sum(np.where(whole, 0.0, u)),
+                         chunk_sum(u * a))
         return v
 
     top = select_top(values, pool.ranges, float(b), pool.threads)
-    if len(u_parts) < len(pool.ranges):  # b == 0 made no pass
+    if len(parts) < len(pool.ranges):  # b == 0 made no pass
         for lo, hi in pool.ranges:
             values(lo, hi)
-    return top.total, math.fsum(list(u_parts.values()))
+    got = list(parts.values())
+    return UpperBound(top.total, math.fsum(p[0] for p in got), sum(p[1] for p in got), math.fsum(p[2] for p in got),
+                      math.fsum(p[3] for p in got), float(top.threshold))
+
+
+def feasible_upper(pool: ChunkedPool, adversary: Adversary, bound: UpperBound, b: int, m: float,
+                   negligible: float) -> float:
+    """``Phi(u)``, made a bound on ``OPT_b`` also where ``u`` may spend more than ``m``.
+
+    ``u`` is feasible only if its exact sum ``S`` is at most ``m``. The computed ``sum u``
+    can round to ``m`` while ``S`` exceeds it by ``1e-16``, and on a point of huge ``a_i``
+    that excess is worth far more than rounding: ``Phi(u)`` fell below ``OPT_b``
+    (docs/certificate.md §5). ``S`` is bounded by ``S_hi``: the ``u_i = 1`` counted
+    exactly, the others summed, each within ``8 eps`` and their sums within their rounding.
+    Where ``S_hi > m``, the excess ``E = S_hi - m`` is taken back from ``u`` (a smaller
+    ``u`` is still an adversary); taking ``delta`` from point ``i`` raises its value
+    ``v_i = g_i - u_i a_i`` by ``delta a_i``, and ``Phi`` by at most that:
+
+    * from points whose value stays below the ``b``-th largest (``level``), for nothing:
+      if they can give up ``E``, ``Phi(u)`` stands;
+    * else from the point of least ``a_i`` that holds ``E``: ``Phi(u) + E a_i``;
+    * else (no point holds ``E``) by scaling, ``(m/S) u``: ``Phi(u) + (1 - m/S) sum u a``.
+
+    The last bound needs no pass and is used where it is below ``negligible``; else one
+    pass measures the first two.
+    """
+    chunk_len = max((hi - lo for lo, hi in pool.ranges), default=1)
+    sum_error = (40.0 + math.log2(max(chunk_len, 2))) * _EPS if chunk_len > 4096 else (len(pool.ranges) + 2) * _EPS
+    gamma = 8 * _EPS + sum_error
+    # S_hi - m without cancelling to 0: fsum is exactly rounded, so its sign is the sign's
+    excess = math.fsum([float(bound.ones), -m, bound.frac_sum * (1.0 + gamma)])
+    if not excess > 0.0:
+        return bound.phi
+    excess = math.nextafter(excess, math.inf)
+    if m == 0.0:
+        return math.inf  # (no mistakes to spend: u should be 0; not a bound otherwise)
+    f = excess / m * (1.0 + 4 * _EPS)  # >= 1 - m/S = (S - m)/S, rounding included
+    widen = f * bound.ua_sum * (1.0 + gamma)
+    if widen == 0.0:
+        return bound.phi
+    if widen > negligible and b > 0:
+        level = bound.level
+
+        def spare(lo: int, hi: int) -> tuple[float, float]:
+            """What points below the level can give up, and the least ``a`` of a point holding ``E``."""
+            g, l, a = pool.gla(lo, hi)
+            u, v = adversary(g, l, a, lo, hi)
+            below = level - 1e-9 * (np.abs(v) + abs(level))  # v's own rounding, generously
+            with np.errstate(divide="ignore", invalid="ignore"):
+                room = np.where(a > 0, (below - v) / a, np.inf)
+            free = chunk_sum(np.clip(room * (1.0 - 4 * _EPS), 0.0, u * (1.0 - 8 * _EPS)))
+            holds = u * (1.0 - 8 * _EPS) >= excess
+            return free, float(np.min(a, where=holds, initial=math.inf))
+
+        got = parallel_map(spare, pool.ranges, pool.threads)
+        if math.fsum(x[0] for x in got) * (1.0 - gamma) >= excess:
+            return bound.phi
+        widen = min(widen, excess * min(x[1] for x in got) * (1.0 + 4 * _EPS))
+    return math.nextafter(bound.phi + widen, math.inf)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from rad.verify.adversary import (
     Adversary,
     UniformAdversary,
     WaterAdversary,
+    feasible_upper,
     saddle_completion,
     upper_bound,
     water_search,
@@ -265,10 +266,18 @@ def certificate(
             sol = solve_game(game)
 
     # Subnormal input: certify the game on exact power-of-two rescaled copies (the game
-    # is scale-equivariant, q and c scale-invariant) and scale the bounds back.
-    e = sol.scale_exponent if sol is not None else _scale_exponent(g, lo_arr, w_k)
+    # is scale-equivariant, q and c scale-invariant) and scale the bounds back. A caller's
+    # Solution must have been solved at these gains' scale (its params are in its units),
+    # and only the solve's own rescaled copy is known to hold these gains.
+    own = sol is not None and not isinstance(solution, Solution)
+    e = sol.scale_exponent if own and sol is not None else _scale_exponent(g, lo_arr, w_k)
+    if sol is not None and sol.scale_exponent != e:
+        raise ValueError(
+            f"solution is for another instance: it was solved with its gains scaled by 2**{sol.scale_exponent}, "
+            f"and these gains need 2**{e}"
+        )
     if e:
-        if sol is not None and sol.gains is not None and sol.scale_exponent == e:
+        if own and sol is not None and sol.gains is not None:
             g_s, l_s = sol.gains, sol.losses
         else:
             g_s = np.ldexp(np.asarray(g, dtype=np.float64), e)
@@ -325,24 +334,28 @@ def certificate(
         """
         return up - lower <= n * _EPS * max(scale0, abs(up))
 
-    candidates: list[tuple[float, float, str, Adversary]] = []
+    # (Phi(u), its bound, sum u, how, u): the bound is Phi(u) widened where rounding may
+    # leave the exact sum u above m (feasible_upper); `closed` judges Phi(u) itself.
+    candidates: list[tuple[float, float, float, str, Adversary]] = []
+
+    def candidate(how: str, adv: Adversary) -> tuple[float, float, float, str, Adversary]:
+        ub = upper_bound(pool, adv, bi)
+        negligible = 2.0**-10 * rtol * max(scale0, abs(ub.phi))
+        return ub.phi, feasible_upper(pool, adv, ub, bi, mf, negligible), ub.u_sum, how, adv
+
     if bi == 0:  # the sampler takes nothing: every adversary gives 0
-        candidates.append((0.0, mf, "none", UniformAdversary(mf / n)))
+        candidates.append((0.0, 0.0, mf, "none", UniformAdversary(mf / n)))
     else:
         if method != "search":
             assert qstar is not None
-            saddle = saddle_completion(pool, qstar, mf, nu)
-            up, us = upper_bound(pool, saddle, bi)
-            candidates.append((up, us, "saddle", saddle))
+            candidates.append(candidate("saddle", saddle_completion(pool, qstar, mf, nu)))
         if method == "search" or (method == "auto" and not closed(min(c[0] for c in candidates))):
-            hint = candidates[0][3].lam if candidates else None
+            hint = candidates[0][4].lam if candidates else None
             # Psi(lam) bounds Phi(u(lam)) from above: once it closes the gap to the lower
             # bound (half the tolerance), the search may stop early.
             target = lower + 0.5 * n * _EPS * scale0 if method == "auto" else -math.inf
-            water = WaterAdversary(water_search(pool, mf, bi, hint, target))
-            up, us = upper_bound(pool, water, bi)
-            candidates.append((up, us, "search", water))
-    upper, u_sum, how, adv = min(candidates, key=lambda c: c[0])
+            candidates.append(candidate("search", WaterAdversary(water_search(pool, mf, bi, hint, target))))
+    _, upper, u_sum, how, adv = min(candidates, key=lambda c: c[1])
 
     adversary = None
     if return_adversary:
