@@ -133,6 +133,19 @@ def test_errors(client) -> None:
         rd.select(da.from_array(np.ones(10), chunks=5), 1.0, 11)
 
 
+def test_chunks_emptied_by_a_filter(client) -> None:
+    """Zero-length chunks (a filter that empties a chunk, then compute_chunk_sizes) are
+    passed over: the same indices as rad.select; a length not yet known is named."""
+    g = np.random.default_rng(8).random(2 * BLOCK + 100)
+    want = rad.select(g, 0.3 * g.shape[0], 50, rng=0)
+    for chunks in [(BLOCK, 0, BLOCK, 100), (0, BLOCK, BLOCK, 100), (BLOCK, BLOCK, 100, 0)]:
+        got = rd.select(da.from_array(g, chunks=(chunks,)), 0.3 * g.shape[0], 50, rng=0)
+        np.testing.assert_array_equal(got, want)
+    x = da.from_array(g, chunks=BLOCK)
+    with pytest.raises(ValueError, match="compute_chunk_sizes"):
+        rd.select(x[x > 0.5], 10.0, 5)
+
+
 def test_missing_dask_is_a_clear_error() -> None:
     code = textwrap.dedent(
         """

@@ -125,6 +125,15 @@ def test_exported_from_rad_and_feeds_select():
     assert idx.shape == (50,)
 
 
+@pytest.mark.parametrize("delta", [1e-300, 1e-308, 5e-324])
+def test_a_tiny_delta_gives_a_wide_interval_not_an_overflow(delta):
+    """``4 / delta`` overflows below 4e-308; every ``delta`` in (0, 1) is accepted."""
+    pred, labels = _validation(150, 1000, np.random.default_rng(4))
+    est = estimate_m(pred, labels, 1000, delta=delta)
+    wider = estimate_m(pred, labels, 1000, delta=1e-30)
+    assert 0.0 <= est.lower <= wider.lower and wider.upper <= est.upper <= 1000.0
+
+
 def test_input_errors_are_named():
     y = np.array([0, 1, 2])
     with pytest.raises(ValueError, match="same length"):

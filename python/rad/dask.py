@@ -123,9 +123,11 @@ def _validate(gains: Any, m: float, b: int, w: float | None) -> tuple[Any, Any, 
         gains = gains.astype(gains.dtype.newbyteorder("="))  # big-endian: as rad.select accepts it
     if gains.dtype not in (np.float32, np.float64):
         raise TypeError(f"gains must be float32 or float64, got {gains.dtype}")
+    if math.isnan(gains.shape[0]) or gains.shape[0] == 0:
+        raise ValueError("gains must have a known, non-zero length (for a filtered array: x.compute_chunk_sizes())")
     n = int(gains.shape[0])
-    if n == 0 or math.isnan(gains.shape[0]):
-        raise ValueError("gains must have a known, non-zero length")
+    if 0 in gains.chunks[0]:  # chunks emptied by a filter: the same boundaries without them
+        gains = gains.rechunk((tuple(c for c in gains.chunks[0] if c > 0),))
     mf = check_mistakes(m, n)
     bi = check_budget(b, n)
     wf = default_w(mf, n) if w is None else check_w(w)
@@ -180,6 +182,7 @@ def _solve(dask: Any, gains: Any, n: int, m: float, b: int, w: float) -> tuple[D
         _check_values(dask, chunks, offsets)
         return DaskSolution(0.0, 0, math.inf, w, m, b, n, False, Params("gain", 0.0)), 0
     if b == n:  # every q is 1 (rad.solve's own case: its value sums the pool's payoffs)
+        _check_values(dask, chunks, offsets)  # before the gathering's warning
         return _solve_on_client(gains, n, m, b, w)
     g_max = [0.0]
 
@@ -236,9 +239,12 @@ def _solve_on_client(gains: Any, n: int, m: float, b: int, w: float) -> tuple[Da
     )
     import rad
 
+    global last_transfer_bytes
+    pool = gains.compute()
+    last_transfer_bytes += int(pool.nbytes)  # the gathered pool crossed the network too
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NetHarmWarning)
-        sol = rad.solve(gains.compute(), m, b, w=w)
+        sol = rad.solve(pool, m, b, w=w)
     if sol.value < 0:
         warnings.warn(f"the game's value is negative ({sol.value:.6g}): the teacher is expected to do net harm",
                       NetHarmWarning, stacklevel=4)

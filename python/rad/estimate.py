@@ -285,15 +285,15 @@ def estimate_m(
 
     mistakes = int(np.count_nonzero(pred != lab))
     x = mistakes / k
-    log_term = math.log(4.0 / delta)
+    log_term = math.log(4.0) - math.log(delta)  # (4 / delta overflows for delta below 4e-308)
     p_lo, p_hi = _consistent_rates(x, k, log_term)
 
     c = 2.0 * log_term / n_pool
     root = 1.0 / math.sqrt(1.0 + c)
     p_max = min(max(0.5 * (1.0 + root), p_lo), p_hi)  # argmax of p + sqrt(c p (1-p))
     p_min = min(max(0.5 * (1.0 - root), p_lo), p_hi)  # argmin of p - sqrt(c p (1-p))
-    hi_rate = p_max + _bernstein_radius(p_max, n_pool, log_term)
-    lo_rate = p_min - _bernstein_radius(p_min, n_pool, log_term)
+    hi_rate = min(1.0, p_max + _bernstein_radius(p_max, n_pool, log_term))  # rates: within [0, 1]
+    lo_rate = max(0.0, p_min - _bernstein_radius(p_min, n_pool, log_term))
     # m counts points: round outwards (a hair of slack against rounding in the rates).
     lower = float(max(0, math.ceil(lo_rate * n_pool - 1e-9)))
     upper = float(min(n_pool, math.floor(hi_rate * n_pool + 1e-9)))
