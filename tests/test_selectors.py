@@ -381,6 +381,27 @@ def test_k_center_float32_with_an_outlier_in_the_first_row():
         assert np.intersect1d(f32, f64).size >= 18
 
 
+@pytest.mark.parametrize("dtype, offset", [(np.float32, 1e3), (np.float32, 1e4), (np.float32, 1e5),
+                                           (np.float64, 1e7), (np.float64, 1e8)])
+def test_k_center_greedy_picks_the_farthest_point_of_a_far_cluster(dtype, offset):
+    """Two clusters, the bulk near 0 (where the distances' origin lands) and one at
+    ``offset``: within the far cluster the expansion cancels whatever the origin, and
+    float32 picks were 0.37-0.86 of the farthest distance. Each pick is now the farthest
+    point from the centers so far, by exact float64 distances, to 1e-3."""
+    rng = np.random.default_rng(1)
+    x = np.vstack([rng.normal(size=(600, 8)), offset + rng.normal(size=(400, 8)) * 5]).astype(dtype)
+    x64 = x.astype(np.float64)
+    centers = [0, 600]
+    for j in S.k_center_greedy(x, 10, centers=centers):
+        d = np.sqrt(((x64[:, None, :] - x64[None, centers, :]) ** 2).sum(-1).min(1))
+        d[centers] = -np.inf
+        assert d[j] >= (1 - 1e-3) * d.max(), (len(centers), d[j] / d.max())
+        centers.append(int(j))
+    radius = S.covering_radius(x, centers)  # (the many-centers path, the same recomputation)
+    exact = np.sqrt(((x64[:, None, :] - x64[None, centers, :]) ** 2).sum(-1).min(1)).max()
+    assert radius == pytest.approx(exact, rel=1e-6)
+
+
 @settings(deadline=None, max_examples=25)
 @given(seed=st.integers(0, 2**32), n=st.integers(2, 8), b=st.integers(1, 3), n_lab=st.integers(0, 2))
 def test_k_center_is_a_two_approximation(seed, n, b, n_lab):

@@ -506,6 +506,8 @@ def test_marginals_input_errors():
         depround_marginals(np.array([0.5, 0.5]), trials=0)
     with pytest.raises(ValueError, match="confidence"):
         depround_marginals(np.array([0.5, 0.5]), trials=10, confidence=1.0)
+    with pytest.raises(TypeError, match="integer indices"):  # not a bare IndexError
+        depround_marginals(np.array([0.5, 0.5]), trials=10, sampler=lambda q, g: np.array([1.0]))
 
 
 def test_tiny_chunks_keep_memory_bounded():

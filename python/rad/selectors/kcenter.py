@@ -26,11 +26,16 @@ from rad.selectors.pool import (
 __all__ = ["DEFAULT_BLOCK_ROWS", "Coreset", "covering_radius", "k_center_greedy"]
 
 DEFAULT_BLOCK_ROWS = 4096  # rows of one distance block
-_BLOCK_CENTERS = 1024  # centers of one distance block: a block is at most 32 MiB in float64
+_BLOCK_CENTERS = 1024  # centers of one distance block: 32 MiB in float64 (and its bound, as much)
 
 
 #: Rows of the strided sample whose median is the distances' origin.
 _ORIGIN_ROWS = 4096
+
+
+#: A distance within this factor of the expansion's rounding bound is recomputed from the
+#: coordinates' differences (float64): elsewhere the expansion is within 2**-10, relative.
+_RECOMPUTE = 2.0**10
 
 
 class _ShiftedDistances:
@@ -44,6 +49,13 @@ class _ShiftedDistances:
     rows: the products' rounding grows with ``|x~|`` of the centers, and the first row as
     ``x0`` (an outlier, say) made it as large as that row's distance to the rest (float32
     k-center then did worse than random).
+
+    One origin cannot serve every cluster: between points of a cluster far from ``x0``
+    the expansion still cancels (float32, a cluster at 1e4: greedy picks at 0.37-0.86 of
+    the farthest distance). So every distance within :data:`_RECOMPUTE` times the
+    expansion's rounding bound (``2 d eps |x| |c~|`` for the product in the data's dtype,
+    plus the float64 terms') is recomputed from the differences of the coordinates, in
+    float64: the distances between near points, which the expansion cannot resolve.
     """
 
     def __init__(self, x: np.ndarray, block_rows: int) -> None:
@@ -53,14 +65,39 @@ class _ShiftedDistances:
         self.origin = np.median(np.asarray(x[::step], dtype=np.float64), axis=0)
         n = x.shape[0]
         self.sq_norms = np.empty(n, dtype=np.float64)
+        self.norms = np.empty(n, dtype=np.float64)  # |x| (unshifted: the products' operand)
         for start in range(0, n, block_rows):
-            part = np.asarray(x[start : start + block_rows], dtype=np.float64) - self.origin
+            raw = np.asarray(x[start : start + block_rows], dtype=np.float64)
+            part = raw - self.origin
             np.einsum("ij,ij->i", part, part, out=self.sq_norms[start : start + block_rows])
+            self.norms[start : start + block_rows] = np.sqrt(np.einsum("ij,ij->i", raw, raw))
+        eps = float(np.finfo(x.dtype).eps) if x.dtype.kind == "f" else float(np.finfo(np.float64).eps)
+        self.product_error = 2.0 * x.shape[1] * eps  # of x . c~ in the dtype, per |x| |c~|
+        # the per-row parts of _rounding's bound, times _RECOMPUTE (to_one's test, per pick)
+        self._row_norm_term = (_RECOMPUTE * 2.0 * self.product_error) * self.norms
+        self._row_sq_term = (_RECOMPUTE * 8 * float(np.finfo(np.float64).eps)) * self.sq_norms
+        self._near_buf = np.empty(n, dtype=np.float64)
 
     def centers(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Shifted centers in the data dtype, their products with the origin, ``|c~|^2``."""
         shifted = (np.asarray(self.x[idx], dtype=np.float64) - self.origin).astype(self.x.dtype)
         return shifted, shifted.astype(np.float64) @ self.origin, self.sq_norms[idx]
+
+    def _rounding(self, rows: slice, c_norm: np.ndarray, c_terms: np.ndarray) -> np.ndarray:
+        """The expansion's error bound for ``rows`` against centers of norms ``c_norm``."""
+        eps64 = float(np.finfo(np.float64).eps)
+        bound: np.ndarray = 2.0 * self.product_error * np.multiply.outer(self.norms[rows], c_norm)
+        bound += 8 * eps64 * (self.sq_norms[rows, None] + c_terms)
+        return bound
+
+    def _exact(self, rows: np.ndarray, centers: np.ndarray) -> np.ndarray:
+        """``|x_r - x_c|^2`` for the pairs ``(rows[k], centers[k])``, from the differences, in float64."""
+        out = np.empty(rows.shape[0])
+        for first in range(0, rows.shape[0], self.block_rows):
+            sl = slice(first, first + self.block_rows)
+            diff = np.asarray(self.x[rows[sl]], dtype=np.float64) - np.asarray(self.x[centers[sl]], dtype=np.float64)
+            np.einsum("ij,ij->i", diff, diff, out=out[sl])
+        return out
 
     def to_one(self, j: int, dot: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Squared distances of every point to point ``j`` (two length-n buffers)."""
@@ -69,6 +106,15 @@ class _ShiftedDistances:
         np.multiply(dot, -2.0, out=out)
         out += self.sq_norms
         out += center_sq[0] + 2.0 * center_dot_origin[0]
+        # _rounding's bound for this one center, from the precomputed per-row parts
+        c_norm = float(np.linalg.norm(center[0].astype(np.float64)))
+        c_terms = center_sq[0] + 2.0 * abs(center_dot_origin[0])
+        limit = np.multiply(self._row_norm_term, c_norm, out=self._near_buf)
+        limit += self._row_sq_term
+        limit += _RECOMPUTE * 8 * float(np.finfo(np.float64).eps) * c_terms
+        near = np.flatnonzero(out <= limit)
+        if near.size:
+            out[near] = self._exact(near, np.full(near.size, j))
         return out
 
     def min_to_many(self, idx: np.ndarray) -> NDArray[np.float64]:
@@ -78,16 +124,20 @@ class _ShiftedDistances:
         if idx.size == 0:
             return best
         for first in range(0, idx.size, _BLOCK_CENTERS):
-            centers, centers_dot_origin, centers_sq = self.centers(
-                idx[first : first + _BLOCK_CENTERS]
-            )
+            block = idx[first : first + _BLOCK_CENTERS]
+            centers, centers_dot_origin, centers_sq = self.centers(block)
             offset = centers_sq + 2.0 * centers_dot_origin
+            c_norm = np.linalg.norm(centers.astype(np.float64), axis=1)
+            c_terms = centers_sq + 2.0 * np.abs(centers_dot_origin)
             for start in range(0, n, self.block_rows):
                 stop = min(start + self.block_rows, n)
                 sq_dist = (self.x[start:stop] @ centers.T).astype(np.float64)
                 sq_dist *= -2.0
                 sq_dist += offset
                 sq_dist += self.sq_norms[start:stop, None]
+                r, c = np.nonzero(sq_dist <= _RECOMPUTE * self._rounding(slice(start, stop), c_norm, c_terms))
+                if r.size:
+                    sq_dist[r, c] = self._exact(start + r, block[c])
                 np.minimum(best[start:stop], sq_dist.min(axis=1), out=best[start:stop])
         np.maximum(best, 0.0, out=best)
         return best
@@ -132,12 +182,14 @@ def k_center_greedy(
     Notes
     -----
     Time ``O(n d (L + b))`` for ``L`` existing centers; memory ``O(n)`` (one float64
-    distance per point and two length-``n`` buffers) plus ``O(L d)`` for the centers
-    and one ``block_rows x 1024`` block. Each step is one matrix-vector product over
-    the embeddings. Distances are expanded around a data point (shifted coordinates);
-    with float32 embeddings the products are float32, so near-ties between far-apart
-    candidates may be broken differently from an exact computation. Ties are broken
-    towards the lowest index.
+    distance per point, two norms per point and three length-``n`` buffers) plus
+    ``O(L d)`` for the centers and one ``block_rows x 1024`` block with its bound. Each
+    step is one matrix-vector product over the embeddings. Distances are expanded around
+    a data point (shifted coordinates); with float32 embeddings the products are float32,
+    and a distance the expansion's rounding could dominate (between near points, say of a
+    cluster far from the rest) is recomputed from the coordinates' differences in float64;
+    the others are within ``2**-10`` (relative), so near-ties may be broken differently
+    from an exact computation. Ties are broken towards the lowest index.
     """
     return _k_center(embeddings, b, centers, candidates, rng, block_rows, explain=False)[0]
 

@@ -172,13 +172,15 @@ def depround_marginals(
     sizes_ok = True
     for _ in range(int(trials)):
         idx = np.asarray(sampler(q_in, gen))
+        if idx.size and idx.dtype.kind not in "iu":
+            raise TypeError(f"the sampler must return integer indices, got an array of dtype {idx.dtype}")
         if idx.ndim != 1 or idx.shape[0] != size:
             sizes_ok = False
             idx = idx.ravel()
         if idx.shape[0] and (idx.min() < 0 or idx.max() >= n or np.unique(idx).shape[0] != idx.shape[0]):
             sizes_ok = False
             idx = np.unique(idx[(idx >= 0) & (idx < n)])
-        counts[idx] += 1
+        counts[idx.astype(np.int64)] += 1
 
     trials = int(trials)
     freq = counts / trials
