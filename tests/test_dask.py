@@ -146,6 +146,17 @@ def test_chunks_emptied_by_a_filter(client) -> None:
         rd.select(x[x > 0.5], 10.0, 5)
 
 
+def test_the_client_receives_one_histogram_a_level(client) -> None:
+    """Histograms are added on the workers: with 200 chunks of 1,000 points the client
+    received 2 MiB a chunk a level (400 MiB for a 0.76 MiB pool); now one a level."""
+    g = np.random.default_rng(9).random(200_000, dtype=np.float32)
+    got = rd.select(da.from_array(g, chunks=1000), 0.3 * g.shape[0], 50, rng=0)
+    assert rd.last_transfer_bytes < 16 * 2**20, rd.last_transfer_bytes
+    sol, ref = rd.solve(da.from_array(g, chunks=1000), 0.3 * g.shape[0], 50), rad.solve(g, 0.3 * g.shape[0], 50)
+    _same_solution(sol, ref, exact=False)
+    assert got.shape == (50,) and np.unique(got).shape == (50,)
+
+
 def test_missing_dask_is_a_clear_error() -> None:
     code = textwrap.dedent(
         """

@@ -4,8 +4,9 @@ The single-machine algorithm maps onto Dask without a scheduler of our own (docs
 
 1. **Threshold.** The sort-free radix select of Theorem 1's support: every chunk returns a
    histogram of its float bit patterns (count, sum 1/a, sum g/a, min g per bin: at most
-   2 MiB per chunk per level; 2 levels for float32, up to 4 for float64), the client adds
-   them and picks the boundary bin, and finally gathers that bin's few points.
+   2 MiB per chunk per level; 2 levels for float32, up to 4 for float64), the workers add
+   them pairwise (a fixed tree) and the client receives one a level, picks the boundary
+   bin, and finally gathers that bin's few points.
 2. **Support sums.** Every chunk returns its per-block canonical totals (24 bytes per
    65,536 points); the client adds them in block order — the exact bits of
    :func:`rad.solve` when chunk boundaries are multiples of the block size.
@@ -14,7 +15,8 @@ The single-machine algorithm maps onto Dask without a scheduler of our own (docs
    leftovers in block order. With block-aligned chunks and the same seed this is exactly
    :func:`rad.select`'s output.
 
-Only these small objects cross the network; the gains never leave their workers. The
+Only these small objects reach the client (the histograms also pass between workers as
+they are added); the gains never leave their workers. The
 rare cases the compiled single-machine path settles differently are documented on
 :func:`solve`.
 """
@@ -84,6 +86,12 @@ def _hist_stats(chunk: np.ndarray, w: float, shift: int, pshift: int, prefix: in
     c = np.ascontiguousarray(chunk)
     top = float(np.nanmax(c)) if c.shape[0] and not np.all(np.isnan(c)) else 0.0
     return (*_hist(c, w, shift, pshift, prefix), top)
+
+
+def _merge_histograms(p: tuple[Any, ...], q: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Two histograms of :func:`_hist` (or :func:`_hist_stats`) as one."""
+    out = (p[0] + q[0], p[1] + q[1], p[2] + q[2], np.minimum(p[3], q[3]), bool(p[4]) or bool(q[4]))
+    return (*out, max(p[5], q[5])) if len(p) > 5 else out
 
 
 def _gather(chunk: np.ndarray, w: float, shift: int, key: int, count: int) -> tuple[Any, ...]:
@@ -189,17 +197,18 @@ def _solve(dask: Any, gains: Any, n: int, m: float, b: int, w: float) -> tuple[D
     def histogram(shift: int, pshift: int, prefix: int) -> tuple[Any, Any, Any, Any, bool]:
         first = pshift >= nbits  # the first level also reports every chunk's largest gain
         fn = _hist_stats if first else _hist
-        parts = _compute(dask, [dask.delayed(fn)(c, w, shift, pshift, prefix) for c in chunks])
+        # Merged pairwise on the workers (a fixed tree): the client receives one histogram
+        # a level, not 2 MiB a chunk. The order of the sums' additions is the tree's; tau
+        # and k* do not depend on it (any chunking gives them), and the value and params
+        # come from the canonical block sums below.
+        level = [dask.delayed(fn)(c, w, shift, pshift, prefix) for c in chunks]
+        while len(level) > 1:
+            level = [dask.delayed(_merge_histograms)(*level[i : i + 2]) if i + 1 < len(level) else level[i]
+                     for i in range(0, len(level), 2)]
+        (root,) = _compute(dask, level)
         if first:
-            g_max[0] = max(p[5] for p in parts)
-        cnt = sum(p[0] for p in parts)
-        hh = np.zeros_like(parts[0][1])
-        gg = np.zeros_like(parts[0][2])
-        for p in parts:  # chunk order: a fixed order of additions
-            hh += p[1]
-            gg += p[2]
-        mn = np.minimum.reduce([p[3] for p in parts])
-        return cnt, hh, gg, mn, any(p[4] for p in parts)
+            g_max[0] = root[5]
+        return root[0], root[1], root[2], root[3], bool(root[4])
 
     def gather(shift: int, key: int, count: int) -> tuple[Any, Any]:
         parts = _compute(dask, [dask.delayed(_gather)(c, w, shift, key, count) for c in chunks])
