@@ -103,6 +103,35 @@ def test_w_with_losses_is_refused_before_the_header(tmp_path, capsys):
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize("case, message", [
+    ("empty", "gains is empty"),
+    ("short_losses", r"losses must have shape \(10,\) like gains, got \(9,\)"),
+    ("short_q", r"q must have shape \(10,\) like gains, got \(9,\)"),
+    ("text", "not a NumPy .npy file"),
+])
+def test_bad_files_are_refused_before_the_header(case, message, tmp_path, capsys):
+    """An empty pool, a --losses or --q of another shape, a file that is not .npy: a
+    usage error naming it, and nothing on stdout (the header came first)."""
+    np.save(tmp_path / "g.npy", np.zeros(0) if case == "empty" else np.ones(10))
+    np.save(tmp_path / "short.npy", np.ones(9))
+    (tmp_path / "text.npy").write_text("hello")
+    argv = ["verify", "--gains", str(tmp_path / ("text.npy" if case == "text" else "g.npy")), "--m", "0", "--b", "0"]
+    if case == "short_losses":
+        argv += ["--losses", str(tmp_path / "short.npy")]
+    if case == "short_q":
+        argv += ["--q", str(tmp_path / "short.npy")]
+    with pytest.raises(SystemExit, match=message):
+        main(argv)
+    assert capsys.readouterr().out == ""
+
+
+def test_demo_refuses_a_bad_thread_count_before_any_output(capsys, monkeypatch):
+    monkeypatch.setenv("RAD_NUM_THREADS", "abc")
+    assert main(["demo", "--n", "1000"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "RAD_NUM_THREADS" in captured.err
+
+
 def test_console_entry_point_runs():
     proc = subprocess.run(
         [sys.executable, "-c", "import sys; from rad.cli import main; sys.exit(main())",

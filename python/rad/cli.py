@@ -27,6 +27,7 @@ def _demo(args: argparse.Namespace) -> int:
     if b > n:
         raise SystemExit(f"b (the budget) must be in [1, n={n}], got {b}")
     backend = get_backend(args.backend).name  # a backend that is not built: before any output
+    resolve_threads(args.threads, n)  # a bad RAD_NUM_THREADS too
     print(f"rad demo: synthetic pool of n={n:,} gains ~ uniform(0, 1) float32, "
           f"m={m:,.0f} teacher mistakes ({args.mistake_rate:.0%}), budget b={b:,}")
     t0 = time.perf_counter()
@@ -197,7 +198,8 @@ def _verify_load(path: str, flag: str) -> np.ndarray:
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
-        _verify_usage_error(f"cannot read {flag} from {path!r}: {exc}")
+        why = "not a NumPy .npy file (save the array with numpy.save)" if "pickle" in str(exc) else str(exc)
+        _verify_usage_error(f"cannot read {flag} from {path!r}: {why}")
     if not isinstance(arr, np.ndarray):  # an .npz archive
         arr.close()
         _verify_usage_error(f"{flag} {path!r} is an .npz archive; save one array with numpy.save")
@@ -253,6 +255,11 @@ def _verify_file(args: argparse.Namespace) -> int:
     try:  # the cheap checks, before the header (the certificate repeats them all)
         if gains.ndim != 1:
             raise ValueError(f"gains must be one-dimensional, got shape {gains.shape}")
+        if n == 0:
+            raise ValueError("gains is empty: the pool needs at least one point")
+        for name, arr in (("losses", losses), ("q", q)):
+            if arr is not None and arr.shape != gains.shape:
+                raise ValueError(f"{name} must have shape {gains.shape} like gains, got {arr.shape}")
         check_mistakes(args.m, n)
         check_budget(args.b, n)
         if args.w is not None and losses is not None:  # as rad.solve refuses it, before any output

@@ -167,6 +167,11 @@ def solve(gains: Any, m: float, b: int = 1, *, w: float | None = None) -> DaskSo
     warning says so); (b) in the rare near tie — a group whose join test lies within
     1e-10 (relative) of the tie, which :func:`rad.solve` settles with its sorted scan —
     the sort-free decision stands (either choice is optimal to rounding).
+
+    For gains that :func:`rad.solve` rescales (subnormal, or near the float64 maximum) the
+    solution comes from the client's :func:`rad.solve`, and its ``params`` are in units of
+    the gains times ``2**e`` (that solve's ``scale_exponent``, which this summary does not
+    carry: unscaled they can overflow); :func:`select` applies them to the rescaled chunks.
     """
     global last_transfer_bytes
     dask, gains, n, m, b, w = _validate(gains, m, b, w)
