@@ -468,8 +468,9 @@ class UsageError(SystemExit):
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``rad`` command.
 
-    Bad invocations end with one line on stderr and exit status 2, never a traceback:
-    argparse's errors, a command's own refusal
+    Bad invocations end with exit status 2, never a traceback, and their message on one
+    line of stderr (argparse's own usage errors outside ``rad verify`` print the usage
+    lines above it): argparse's errors, a command's own refusal
     (``SystemExit`` with a message), and the library's ``ValueError``/``TypeError``
     (bad values, an unknown ``RAD_BACKEND``), ``OverflowError``, ``OSError`` (a file or
     directory that cannot be used), a missing optional dependency (``ImportError``, with
