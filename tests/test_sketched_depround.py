@@ -234,7 +234,7 @@ def _parts_counts(backend: str) -> np.ndarray:
 def test_blocks_with_crossings_are_rounded_from_their_parts(sketching: str, kind: str) -> None:
     """With b above the number of blocks a block holds a few units of mass; it is rounded
     from the parts its crossings and picks lie in (sketch.hpp's round_block_from_parts,
-    numba_sketch's _round_parts) with the plain rounding's indices, also where widened
+    numba_sketch's _round_on_bounds on a block's parts) with the plain rounding's indices, also where widened
     bounds leave it undecided (rounded whole) and above 24 units (never from parts)."""
     rng = np.random.default_rng(13)
     n = 9 * BLOCK + 77
