@@ -133,6 +133,55 @@ def test_paired_comparisons_null():
     assert uni.mean == 0 and uni.p_t == 1.0 and uni.wins == 0
 
 
+def test_coreset_starts_from_the_labeled_set():
+    """The driver's k-center strategies cover the pool from the labeled set A (Sener &
+    Savarese): with A in one cluster and a few pool points far away, the picks go there
+    (started from a random pool point, 6 of 10 went to A's cluster)."""
+    from rad.distill.loop import centered_selection
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(200, 2))
+    pool = np.r_[rng.normal(size=(900, 2)), rng.normal(size=(100, 2)) + [10, 0]]
+    probs = np.full((1000, 3), 1 / 3)
+    used = np.array([950, 960])  # queried in an earlier round: centers too, never again
+    sel = centered_selection("coreset", (np.full((200, 3), 1 / 3), a), (probs, pool), 0.0, used, 10, 0)
+    idx = sel.indices
+    assert idx.shape == (10,) and np.sum(idx >= 900) >= 8 and not np.isin(idx, used).any()
+    centers = np.r_[a, pool[used], pool[idx]]
+    radius = np.sqrt(((pool[:, None, :] - centers[None]) ** 2).sum(-1)).min(1).max()
+    assert radius < 1.5  # (2.12 from a random start)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("rounds", 0, "rounds must be positive"),
+    ("delta", 1.5, "delta"),
+    ("unix_keep", 1.5, "unix_keep"),
+    ("learning_rate", -0.01, "learning_rate"),
+    ("learning_rate", 0.0, "learning_rate"),
+    ("student_model", "transformer", "student_model"),
+    ("seeds", (0, -1), "seeds must be non-negative"),
+])
+def test_bad_configs_are_refused_before_training(field, value, message):
+    from rad.distill.loop import ExperimentConfig
+
+    with pytest.raises(ValueError, match=message):
+        ExperimentConfig(**{field: value}).validate()
+
+
+def test_holm_keeps_a_missing_p_value_missing():
+    adj = holm([0.01, float("nan"), 0.04])
+    assert math.isnan(adj[1]) and adj[0] == pytest.approx(0.02) and adj[2] == pytest.approx(0.04)
+
+
+def test_a_constant_difference_over_seeds_has_no_t_test():
+    """Every seed with the same difference up to the rounding of the per-round means:
+    the t statistic is 0/0 (NaN), not a p-value of 1e-15 from 1e-17 of noise."""
+    d = -2 / 300
+    res = _fake_result([d, d + 1.2e-16, d])  # one ulp of 0.5 apart after 0.5 + d
+    (uni, _) = paired_comparisons(res)
+    assert math.isnan(uni.p_t)
+
+
 def test_config_and_cli_flags(tmp_path):
     from rad.cli import build_parser
     from rad.distill.cli import config_from_args

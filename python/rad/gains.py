@@ -30,8 +30,9 @@ logits and ``s = sum_j exp(z_j - z1)`` (``>= 1``, no overflow),
 (masked classes) but not ``NaN`` or ``+inf``, and every row needs a finite maximum.
 
 Probabilities are validated (``validate=True``): entries ``>= 0`` and rows summing to 1
-within ``atol`` (default ``max(1e-3, 4 k eps)`` with ``eps`` the input dtype's machine
-epsilon); the error names the first offending row. ``validate=False`` skips those checks
+within ``atol`` (default :func:`default_atol`: ``max(1e-3, 4 k eps)`` with ``eps`` the
+machine epsilon of the input dtype or float32, the larger precision, plus ``4 eps`` of the
+dtype); the error names the first offending row. ``validate=False`` skips those checks
 (garbage in, garbage out), which saves two passes over each block.
 """
 
@@ -219,13 +220,18 @@ def compute_gains(
 
 
 def default_atol(dtype: np.dtype | type, k: int) -> float:
-    """Default tolerance of the row-sum check: ``max(1e-3, 4 k eps(dtype))``.
+    """Default tolerance of the row-sum check: ``max(1e-3, 4 k eps_c + 4 eps(dtype))``.
 
-    Loose enough for probabilities produced in the given precision (a float32 softmax
-    over ``k`` classes sums to 1 within a few ``k eps``), tight enough to catch logits,
-    unnormalised scores or column-normalised matrices.
+    ``eps_c`` is the machine epsilon of the precision a softmax is computed in: the
+    dtype's, but at least float32's (float16 probabilities come from a float32 softmax,
+    stored rounded: each entry within ``eps(float16)/2``, so the row sum within about
+    that, whatever ``k``). Loose enough for probabilities produced that way (a float32
+    softmax over ``k`` classes sums to 1 within a few ``k eps``), tight enough to catch
+    logits, unnormalised scores or column-normalised matrices; ``4 k eps(float16)`` had
+    let rows summing to 0 or 4 through from 256 classes on.
     """
-    return max(1e-3, 4.0 * k * float(np.finfo(dtype).eps))
+    compute = np.promote_types(np.dtype(dtype), np.float32)
+    return max(1e-3, 4.0 * k * float(np.finfo(compute).eps) + 4.0 * float(np.finfo(dtype).eps))
 
 
 # --------------------------------------------------------------------------------------
@@ -381,9 +387,11 @@ def _prob_kernel(
         return
     if what == "least_confidence":
         np.subtract(1, block.max(axis=axis), out=out)
+        np.maximum(out, 0, out=out)  # a row within atol of 1 can have an entry above 1
         return
     top1, top2 = _top2(block, axis)
     np.subtract(top1, top2, out=top1)
+    np.clip(top1, 0, 1, out=top1)  # the documented range, also for rows within atol of 1
     _finish_margin(top1, what, out)
 
 

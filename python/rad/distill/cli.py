@@ -101,6 +101,8 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     unknown = set(values) - fields
     if unknown:
         raise SystemExit(f"rad experiment: unknown config keys {sorted(unknown)}")
+    if isinstance(values.get("seeds"), (int, str)):  # a config's "seeds": N, as --seeds N
+        values["seeds"] = _seeds(values["seeds"])
     for key in ("strategies", "seeds"):
         if key in values:
             values[key] = tuple(values[key])

@@ -51,13 +51,18 @@ def endpoints(result: dict[str, Any], metric: str = "student_test_acc",
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (monotone, capped at 1)."""
+    """Holm's step-down adjusted p-values (monotone, capped at 1).
+
+    A NaN p-value (a test that could not be made) stays NaN and is not counted among the
+    tests.
+    """
     p = np.asarray(pvalues, dtype=float)
-    order = np.argsort(p)
-    adj = np.empty_like(p)
+    adj = np.full_like(p, np.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    order = valid[np.argsort(p[valid])]
     running = 0.0
     for rank, i in enumerate(order):
-        running = max(running, (p.size - rank) * p[i])
+        running = max(running, (order.size - rank) * p[i])
         adj[i] = min(1.0, running)
     return [float(v) for v in adj]
 
@@ -65,8 +70,12 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 def _tests(d: np.ndarray) -> tuple[float, float]:
     from scipy import stats
 
-    if d.size < 2 or np.all(d == d[0]):
-        return (1.0 if np.all(d == 0) else float("nan")), 1.0 if np.all(d == 0) else float("nan")
+    # Every seed with the same difference (to the rounding of the per-round means): the
+    # t statistic is 0/0, not a tiny p-value from 1e-17 of noise.
+    spread = float(np.max(d) - np.min(d)) if d.size else 0.0
+    if d.size < 2 or spread <= 1e-9 * max(1e-12, float(np.max(np.abs(d)))):
+        zero = bool(np.all(np.abs(d) <= 1e-12))
+        return (1.0 if zero else float("nan")), 1.0 if zero else float("nan")
     p_t = float(stats.ttest_1samp(d, 0.0).pvalue)
     p_w = float(stats.wilcoxon(d).pvalue) if np.any(d != 0) else 1.0
     return p_t, p_w
