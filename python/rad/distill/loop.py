@@ -635,12 +635,28 @@ def run_experiment(config: ExperimentConfig, *, teacher: Any = None) -> dict[str
     return result
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``).
+
+    Runs are bit-identical on one machine; TensorFlow's CPU kernels differ by instruction
+    set, so another CPU can train another teacher (experiments/REPORT.md).
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def _environment(backend: str, placement: str, total: float) -> dict[str, Any]:
     import keras
 
     env = {"python": platform.python_version(), "keras": keras.__version__,
            "keras_backend": backend, "placement": placement, "numpy": np.__version__,
-           "platform": platform.platform(), "cpu_count": os.cpu_count(),
+           "platform": platform.platform(), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
            "total_time_s": total}
     if backend == "tensorflow":
         import tensorflow as tf
