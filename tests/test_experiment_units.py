@@ -202,6 +202,8 @@ def test_config_and_cli_flags(tmp_path):
     assert cfg.run_strategies == ("rad", "unixkd")
     args = build_parser().parse_args(["experiment", "--seeds", "3"])
     assert config_from_args(args).seeds == (0, 1, 2)
+    path.write_text(json.dumps({"seeds": 3}))  # in a config too (it was 'int' is not iterable)
+    assert config_from_args(build_parser().parse_args(["experiment", "--config", str(path)])).seeds == (0, 1, 2)
     # faithful defaults
     d = ExperimentConfig()
     assert (d.temperature, d.labeled_weight, d.lr_schedule) == (1.0, 1.0, "paper")
