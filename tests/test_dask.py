@@ -100,6 +100,21 @@ def test_capped_case_falls_back_with_a_warning(client) -> None:
         dsol = rd.solve(x, 5.0, 5000)
     sol = rad.solve(g, 5.0, 5000)
     assert dsol.capped and dsol.value == sol.value and dsol.params == sol.params
+    # 32 MB made on the workers (not sent in the graph), above its histograms (8 MiB at most)
+    big = da.random.default_rng(6).random(4_000_000, chunks=4_000_000)
+    with pytest.warns(RuntimeWarning, match="gathered to the client"):
+        rd.solve(big, 5.0, 1_000_000)
+    assert rd.last_transfer_bytes >= 32_000_000  # the gathered pool is counted
+
+
+def test_a_nan_is_refused_before_the_gathering_warning(client) -> None:
+    """With b = n the pool is gathered (with a warning); a NaN was refused only after it."""
+    g = np.random.default_rng(5).random(1000)
+    g[500] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a warning would fail here first
+        with pytest.raises(ValueError, match=r"gains\[500\]"):
+            rd.solve(da.from_array(g, chunks=300), 10.0, 1000)
 
 
 def test_client_fallbacks_report_rad_solve_s_capped_flag(client) -> None:

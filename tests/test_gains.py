@@ -244,6 +244,27 @@ def test_row_index_in_error_counts_across_blocks():
         G.entropy_gain(p, chunk_rows=8)
 
 
+def test_float16_rows_of_many_classes_are_checked_like_a_float32_softmax():
+    """``4 k eps(float16)`` was 3.9 at k = 1000: a row of zeros or one summing to 4 passed
+    (and gave an entropy of 13.7 > log 1000). A float16-stored float32 softmax passes."""
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(50, 1000)).astype(np.float32)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p = (p / p.sum(1, keepdims=True)).astype(np.float16)
+    assert G.entropy_gain(p).max() <= np.log(1000) + 1e-3
+    for bad in (np.zeros((1, 1000), np.float16), np.full((1, 1000), 0.004, np.float16)):
+        with pytest.raises(ValueError, match="sum to 1"):
+            G.margin_gain(bad)
+
+
+def test_margins_stay_in_their_documented_range():
+    """A row within atol of 1 with an entry above 1: margin 1.0005 and a gain of -0.0005
+    (which rad.select then refuses as negative); now clipped to [0, 1]."""
+    p = np.array([[1.0005, 0.0]])
+    assert G.margins(p)[0] == 1.0
+    assert G.margin_gain(p)[0] == 0.0 and G.least_confidence_gain(p)[0] == 0.0
+
+
 def test_atol_and_validate_switch():
     p = np.array([[0.6, 0.45]])  # sums to 1.05
     with pytest.raises(ValueError, match="atol"):
