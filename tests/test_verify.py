@@ -350,6 +350,14 @@ def test_bounds_hold_where_rounding_leaves_the_adversary_overspent(method):
     assert not c.optimal and c.upper >= 1.99
 
 
+def test_an_adversary_far_over_a_tiny_m_is_scaled_not_magnified():
+    """m = 1.2e-38 with six equal gains: the saddle's u sums to 7.8e-16, far over m. Its
+    bound is Phi((m/S) u) <= Phi(u) + (1 - m/S) sum u a with 1 - m/S ~ 1, not (S - m)/m
+    (which made upper 2.8e9 where OPT_b = 55)."""
+    c = certificate(np.full(6, 55.0), 1.175494351e-38, 1, w=0.0)
+    assert c.upper == pytest.approx(55.0, rel=1e-12) and c.lower <= 55.0 * (1 + 1e-15)
+
+
 def test_a_solution_for_another_scale_is_refused():
     """A Solution solved on subnormal gains (rescaled by 2**e) is in that scale's units: it
     cannot be certified on other gains, and one of the same scale is judged on the gains given."""

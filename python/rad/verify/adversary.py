@@ -128,7 +128,7 @@ def feasible_upper(pool: ChunkedPool, adversary: Adversary, bound: UpperBound, b
     can round to ``m`` while ``S`` exceeds it by ``1e-16``, and on a point of huge ``a_i``
     that excess is worth far more than rounding: ``Phi(u)`` fell below ``OPT_b``
     (docs/certificate.md §5). ``S`` is bounded by ``S_hi``: the ``u_i = 1`` counted
-    exactly, the others summed, each within ``8 eps`` and their sums within their rounding.
+    exactly, the others summed, each within ``4 eps`` and their sums within their rounding.
     Where ``S_hi > m``, the excess ``E = S_hi - m`` is taken back from ``u`` (a smaller
     ``u`` is still an adversary); taking ``delta`` from point ``i`` raises its value
     ``v_i = g_i - u_i a_i`` by ``delta a_i``, and ``Phi`` by at most that:
@@ -136,14 +136,19 @@ def feasible_upper(pool: ChunkedPool, adversary: Adversary, bound: UpperBound, b
     * from points whose value stays below the ``b``-th largest (``level``), for nothing:
       if they can give up ``E``, ``Phi(u)`` stands;
     * else from the point of least ``a_i`` that holds ``E``: ``Phi(u) + E a_i``;
-    * else (no point holds ``E``) by scaling, ``(m/S) u``: ``Phi(u) + (1 - m/S) sum u a``.
+    * else (no point holds ``E``) by scaling, ``(m/S) u``: ``Phi(u) + (1 - m/S) sum u a``
+      (``1 - m/S <= E / (m + E)``).
 
-    The last bound needs no pass and is used where it is below ``negligible``; else one
-    pass measures the first two.
+    The last bound needs no pass and is used where it is below ``negligible`` (the
+    certificate passes a quarter of ``rtol * scale`` on pools above 2**20 points, else 0);
+    else one pass measures the first two.
     """
     chunk_len = max((hi - lo for lo, hi in pool.ranges), default=1)
-    sum_error = (40.0 + math.log2(max(chunk_len, 2))) * _EPS if chunk_len > 4096 else (len(pool.ranges) + 2) * _EPS
-    gamma = 8 * _EPS + sum_error
+    # chunk sums: exactly rounded up to 4,096 points (then eps/2 each, and the total's
+    # fsum eps/2), else pairwise; each u_i: at most four roundings from the exact value
+    # the scalars define (a difference, a quotient, t (1 - r), the shrink), 2 eps
+    sum_error = (40.0 + math.log2(max(chunk_len, 2))) * _EPS if chunk_len > 4096 else (len(pool.ranges) + 1) * _EPS / 2
+    gamma = 4 * _EPS + sum_error
     # S_hi - m without cancelling to 0: fsum is exactly rounded, so its sign is the sign's
     excess = math.fsum([float(bound.ones), -m, bound.frac_sum * (1.0 + gamma)])
     if not excess > 0.0:
@@ -151,7 +156,9 @@ def feasible_upper(pool: ChunkedPool, adversary: Adversary, bound: UpperBound, b
     excess = math.nextafter(excess, math.inf)
     if m == 0.0:
         return math.inf  # (no mistakes to spend: u should be 0; not a bound otherwise)
-    f = excess / m * (1.0 + 4 * _EPS)  # >= 1 - m/S = (S - m)/S, rounding included
+    # >= 1 - m/S = (S - m)/S, which grows with S <= m + excess; rounding included (an
+    # adversary far over m, as the saddle's can be for m ~ 1e-38, scales by ~1, not E/m)
+    f = excess / (m + excess) * (1.0 + 4 * _EPS)
     widen = f * bound.ua_sum * (1.0 + gamma)
     if widen == 0.0:
         return bound.phi
@@ -165,8 +172,8 @@ def feasible_upper(pool: ChunkedPool, adversary: Adversary, bound: UpperBound, b
             below = level - 1e-9 * (np.abs(v) + abs(level))  # v's own rounding, generously
             with np.errstate(divide="ignore", invalid="ignore"):
                 room = np.where(a > 0, (below - v) / a, np.inf)
-            free = chunk_sum(np.clip(room * (1.0 - 4 * _EPS), 0.0, u * (1.0 - 8 * _EPS)))
-            holds = u * (1.0 - 8 * _EPS) >= excess
+            free = chunk_sum(np.clip(room * (1.0 - 4 * _EPS), 0.0, u * (1.0 - 4 * _EPS)))
+            holds = u * (1.0 - 4 * _EPS) >= excess
             return free, float(np.min(a, where=holds, initial=math.inf))
 
         got = parallel_map(spare, pool.ranges, pool.threads)
