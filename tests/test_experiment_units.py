@@ -142,9 +142,8 @@ def test_coreset_starts_from_the_labeled_set():
     rng = np.random.default_rng(0)
     a = rng.normal(size=(200, 2))
     pool = np.r_[rng.normal(size=(900, 2)), rng.normal(size=(100, 2)) + [10, 0]]
-    probs = np.full((1000, 3), 1 / 3)
     used = np.array([950, 960])  # queried in an earlier round: centers too, never again
-    sel = centered_selection("coreset", (np.full((200, 3), 1 / 3), a), (probs, pool), 0.0, used, 10, 0)
+    sel = centered_selection("coreset", a, pool, used, 10, 0)
     idx = sel.indices
     assert idx.shape == (10,) and np.sum(idx >= 900) >= 8 and not np.isin(idx, used).any()
     centers = np.r_[a, pool[used], pool[idx]]

@@ -140,21 +140,12 @@ class ExperimentConfig:
             raise ValueError(f"unknown strategies {bad}; available: {available_strategies()}")
         if not self.strategies:
             raise ValueError("give at least one strategy")
-        from rad.distill.models import MODELS, RESNET_DEPTHS
-
         for name in ("rounds", "b", "n_labeled", "n_val", "teacher_steps", "student_steps",
                      "batch_size"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         for role in ("teacher", "student"):
-            model = getattr(self, f"{role}_model")
-            if model not in MODELS:
-                raise ValueError(f"{role}_model must be one of {MODELS}, got {model!r}")
-            if model == "resnet" and getattr(self, f"{role}_depth") not in RESNET_DEPTHS:
-                raise ValueError(f"{role}_depth must be one of {RESNET_DEPTHS} for a ResNet, "
-                                 f"got {getattr(self, f'{role}_depth')}")
-            if model == "mobilenet" and not getattr(self, f"{role}_alpha") > 0:
-                raise ValueError(f"{role}_alpha must be > 0, got {getattr(self, f'{role}_alpha')}")
+            self.check_model(role)
         if not (0.0 < float(self.learning_rate) < math.inf):
             raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate}")
         if not 0.0 < float(self.delta) < 1.0:
@@ -172,6 +163,16 @@ class ExperimentConfig:
             raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if not self.seeds:
             raise ValueError("give at least one seed (--seeds N runs seeds 0..N-1; --seeds 0, runs seed 0)")
+
+    def check_model(self, role: str, input_shape: tuple[int, ...] | None = None) -> None:
+        """Raise ``ValueError`` (naming ``role``) unless the ``role`` model can be built."""
+        from rad.distill.models import check_model
+
+        try:
+            check_model(getattr(self, f"{role}_model"), input_shape, depth=getattr(self, f"{role}_depth"),
+                        alpha=getattr(self, f"{role}_alpha"))
+        except ValueError as exc:
+            raise ValueError(f"{role}_model: {exc}") from None
 
     @property
     def run_strategies(self) -> tuple[str, ...]:
@@ -393,22 +394,22 @@ def _row(seed: int, strategy: str, t: int, **kw: Any) -> dict[str, Any]:
     return base
 
 
-def centered_selection(strategy: str, labeled: tuple[np.ndarray, np.ndarray], pool: tuple[np.ndarray, np.ndarray],
-                       m: float, used: np.ndarray, b: int, rng: Any) -> Any:
+def centered_selection(strategy: str, labeled_emb: np.ndarray, pool_emb: np.ndarray, used: np.ndarray, b: int,
+                       rng: Any) -> Any:
     """A k-center strategy's selection with the labeled set A as its initial centers.
 
-    ``labeled`` and ``pool`` are ``(probabilities, embeddings)`` of A and of the pool: A
-    goes ahead of the pool, as labeled points (never selected), with the points ``used``
-    so far; the selection's indices are the pool's. Sener & Savarese's core-set covers
-    the unlabeled pool from the labeled set; started from a random pool point, k-center
-    spends picks on regions A already covers.
+    ``labeled_emb`` and ``pool_emb`` are the embeddings of A and of the pool: A goes ahead
+    of the pool, as labeled points (never selected), with the points ``used`` so far; the
+    selection's indices are the pool's. Sener & Savarese's core-set covers the unlabeled
+    pool from the labeled set; started from a random pool point, k-center spends picks on
+    regions A already covers.
     """
     from rad.distill.selectors import Selection, select
     from rad.selectors import PoolState
 
-    n_a = labeled[0].shape[0]
-    state = PoolState(probs=np.concatenate([labeled[0], pool[0]]), embeddings=np.concatenate([labeled[1], pool[1]]),
-                      m=m, labeled=np.concatenate([np.arange(n_a), n_a + np.asarray(used, dtype=np.int64)]))
+    n_a = labeled_emb.shape[0]
+    state = PoolState(embeddings=np.concatenate([labeled_emb, pool_emb]),
+                      labeled=np.concatenate([np.arange(n_a), n_a + np.asarray(used, dtype=np.int64)]))
     return Selection.clean(select(strategy, state, b, rng).indices - n_a)
 
 
@@ -457,10 +458,8 @@ def run_experiment(config: ExperimentConfig, *, teacher: Any = None) -> dict[str
                       seed=cfg.data_seed, max_train=cfg.max_train, n_samples=cfg.n_samples,
                       data_seed=cfg.data_seed)
     n_total, k = len(ds.y_train), ds.num_classes
-    for role in ("teacher", "student"):  # before any training: the models need images
-        if getattr(cfg, f"{role}_model") in ("resnet", "mobilenet") and len(ds.input_shape) != 3:
-            raise ValueError(f"{role}_model {getattr(cfg, f'{role}_model')!r} needs (H, W, C) images; "
-                             f"{cfg.dataset} has input shape {ds.input_shape}")
+    for role in ("teacher", "student"):  # the data's shape, before any training
+        cfg.check_model(role, ds.input_shape)
     if cfg.n_val + cfg.n_labeled + cfg.rounds * cfg.b > n_total:
         raise ValueError(
             f"n_val={cfg.n_val} + n_labeled={cfg.n_labeled} + rounds*b={cfg.rounds * cfg.b} "
@@ -512,9 +511,9 @@ def run_experiment(config: ExperimentConfig, *, teacher: Any = None) -> dict[str
         emb0 = (trainer.embeddings(student, x_pool)
                 if any(needs_embeddings(s) for s in strategies) else None)
         # k-center's initial centers are the labeled set A (Sener & Savarese): its
-        # embeddings and outputs under the round-0 student
-        lab0 = ((_softmax(trainer.logits(student, x_lab)), trainer.embeddings(student, x_lab))
-                if any(s in _CENTERED for s in strategies) else None)
+        # embeddings under the round-0 student
+        emb_lab0 = (trainer.embeddings(student, x_lab)
+                    if any(s in _CENTERED for s in strategies) else None)
         t_setup = time.perf_counter() - t0
         pool_margin = 1.0 - _margin_gain(probs0)
         edges = np.quantile(pool_margin, np.linspace(0, 1, 11))
@@ -556,10 +555,9 @@ def run_experiment(config: ExperimentConfig, *, teacher: Any = None) -> dict[str
                            else None)
                 params = {"keep": cfg.unix_keep} if strat == "unixkd" else {}
                 if strat in _CENTERED:
-                    assert lab0 is not None and emb is not None
-                    p_a, e_a = lab0 if t == 1 else (_softmax(trainer.logits(student, x_lab)),
-                                                    trainer.embeddings(student, x_lab))
-                    sel = centered_selection(strat, (p_a, e_a), (probs, emb), m, used, cfg.b, sel_rng)
+                    assert emb_lab0 is not None and emb is not None
+                    emb_lab = emb_lab0 if t == 1 else trainer.embeddings(student, x_lab)
+                    sel = centered_selection(strat, emb_lab, emb, used, cfg.b, sel_rng)
                 else:
                     pool = PoolState(probs=probs, embeddings=emb if needs_embeddings(strat)
                                      else None, m=m, labeled=used)

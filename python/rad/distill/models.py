@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MODELS", "RESNET_DEPTHS", "build_model", "embedding_model"]
+__all__ = ["MODELS", "RESNET_DEPTHS", "build_model", "check_model", "embedding_model"]
 
 MODELS = ("mlp", "cnn", "resnet", "mobilenet")
 #: Depths of the CIFAR-style bottleneck ResNet-v2 (He et al., 2016): 9 n + 2.
@@ -44,6 +44,7 @@ def build_model(
     """
     import keras
 
+    check_model(name, input_shape, depth=depth, alpha=alpha)
     if seed is not None:
         keras.utils.set_random_seed(int(seed))
     if name == "mlp":
@@ -51,14 +52,24 @@ def build_model(
     if name == "cnn":
         return _cnn(input_shape, num_classes, width)
     if name == "resnet":
-        if depth not in RESNET_DEPTHS:
-            raise ValueError(f"ResNet-v2 depth must be one of {RESNET_DEPTHS}, got {depth}")
-        return _resnet_v2(_image_shape(input_shape, name), num_classes, depth)
-    if name == "mobilenet":
-        if not alpha > 0:
-            raise ValueError(f"MobileNet width multiplier must be > 0, got {alpha}")
-        return _mobilenet(_image_shape(input_shape, name), num_classes, alpha)
-    raise ValueError(f"unknown model {name!r}; expected one of {MODELS}")
+        return _resnet_v2(input_shape, num_classes, depth)
+    return _mobilenet(input_shape, num_classes, alpha)
+
+
+def check_model(name: str, input_shape: tuple[int, ...] | None = None, *, depth: int = 11,
+                alpha: float = 1.0) -> None:
+    """Raise ``ValueError`` unless :func:`build_model` can build ``name`` with these options.
+
+    ``input_shape`` (when known) must be ``(H, W, C)`` images for the ResNet and MobileNet.
+    """
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; expected one of {MODELS}")
+    if name == "resnet" and depth not in RESNET_DEPTHS:
+        raise ValueError(f"ResNet-v2 depth must be one of {RESNET_DEPTHS}, got {depth}")
+    if name == "mobilenet" and not alpha > 0:
+        raise ValueError(f"MobileNet width multiplier must be > 0, got {alpha}")
+    if name in ("resnet", "mobilenet") and input_shape is not None and len(input_shape) != 3:
+        raise ValueError(f"{name} needs (H, W, C) images, got input shape {input_shape}")
 
 
 def embedding_model(model: Any) -> Any:
@@ -66,12 +77,6 @@ def embedding_model(model: Any) -> Any:
     import keras
 
     return keras.Model(model.inputs, model.get_layer("embedding").output)
-
-
-def _image_shape(shape: tuple[int, ...], name: str) -> tuple[int, ...]:
-    if len(shape) != 3:
-        raise ValueError(f"{name} needs (H, W, C) images, got input shape {shape}")
-    return shape
 
 
 def _mlp(shape: tuple[int, ...], k: int, width: int) -> Any:
