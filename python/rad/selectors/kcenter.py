@@ -36,6 +36,7 @@ _ORIGIN_ROWS = 4096
 #: A distance within this factor of the expansion's rounding bound is recomputed from the
 #: coordinates' differences (float64): elsewhere the expansion is within 2**-10, relative.
 _RECOMPUTE = 2.0**10
+_EPS64 = float(np.finfo(np.float64).eps)
 
 
 class _ShiftedDistances:
@@ -65,30 +66,36 @@ class _ShiftedDistances:
         self.origin = np.median(np.asarray(x[::step], dtype=np.float64), axis=0)
         n = x.shape[0]
         self.sq_norms = np.empty(n, dtype=np.float64)
-        self.norms = np.empty(n, dtype=np.float64)  # |x| (unshifted: the products' operand)
+        norms = np.empty(n, dtype=np.float64)  # |x| (unshifted: the products' operand)
         for start in range(0, n, block_rows):
             raw = np.asarray(x[start : start + block_rows], dtype=np.float64)
             part = raw - self.origin
             np.einsum("ij,ij->i", part, part, out=self.sq_norms[start : start + block_rows])
-            self.norms[start : start + block_rows] = np.sqrt(np.einsum("ij,ij->i", raw, raw))
-        eps = float(np.finfo(x.dtype).eps) if x.dtype.kind == "f" else float(np.finfo(np.float64).eps)
-        self.product_error = 2.0 * x.shape[1] * eps  # of x . c~ in the dtype, per |x| |c~|
-        # the per-row parts of _rounding's bound, times _RECOMPUTE (to_one's test, per pick)
-        self._row_norm_term = (_RECOMPUTE * 2.0 * self.product_error) * self.norms
-        self._row_sq_term = (_RECOMPUTE * 8 * float(np.finfo(np.float64).eps)) * self.sq_norms
-        self._near_buf = np.empty(n, dtype=np.float64)
+            norms[start : start + block_rows] = np.sqrt(np.einsum("ij,ij->i", raw, raw))
+        eps = float(np.finfo(x.dtype).eps) if x.dtype.kind == "f" else _EPS64
+        product_error = 2.0 * x.shape[1] * eps  # of x . c~ in the dtype, per |x| |c~|
+        # the per-row parts of _recompute_limit's bound, times _RECOMPUTE
+        self._row_norm_term = (_RECOMPUTE * 2.0 * product_error) * norms
+        self._row_sq_term = (_RECOMPUTE * 8 * _EPS64) * self.sq_norms
+        self._near_buf = np.empty((n, 1), dtype=np.float64)
 
     def centers(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Shifted centers in the data dtype, their products with the origin, ``|c~|^2``."""
         shifted = (np.asarray(self.x[idx], dtype=np.float64) - self.origin).astype(self.x.dtype)
         return shifted, shifted.astype(np.float64) @ self.origin, self.sq_norms[idx]
 
-    def _rounding(self, rows: slice, c_norm: np.ndarray, c_terms: np.ndarray) -> np.ndarray:
-        """The expansion's error bound for ``rows`` against centers of norms ``c_norm``."""
-        eps64 = float(np.finfo(np.float64).eps)
-        bound: np.ndarray = 2.0 * self.product_error * np.multiply.outer(self.norms[rows], c_norm)
-        bound += 8 * eps64 * (self.sq_norms[rows, None] + c_terms)
-        return bound
+    def _recompute_limit(self, rows: slice, c_norm: np.ndarray, c_terms: np.ndarray,
+                         out: np.ndarray | None = None) -> np.ndarray:
+        """:data:`_RECOMPUTE` times the expansion's error bound, ``rows`` x centers.
+
+        ``c_norm`` are the shifted centers' norms and ``c_terms`` their ``|c~|^2 + 2
+        |x0 . c~|``: the bound is ``2 d eps |x| |c~|`` (the product in the data's dtype)
+        plus ``8 eps64`` of the float64 terms.
+        """
+        limit: np.ndarray = np.multiply.outer(self._row_norm_term[rows], c_norm, out=out)
+        limit += self._row_sq_term[rows, None]
+        limit += (_RECOMPUTE * 8 * _EPS64) * c_terms
+        return limit
 
     def _exact(self, rows: np.ndarray, centers: np.ndarray) -> np.ndarray:
         """``|x_r - x_c|^2`` for the pairs ``(rows[k], centers[k])``, from the differences, in float64."""
@@ -106,13 +113,10 @@ class _ShiftedDistances:
         np.multiply(dot, -2.0, out=out)
         out += self.sq_norms
         out += center_sq[0] + 2.0 * center_dot_origin[0]
-        # _rounding's bound for this one center, from the precomputed per-row parts
-        c_norm = float(np.linalg.norm(center[0].astype(np.float64)))
-        c_terms = center_sq[0] + 2.0 * abs(center_dot_origin[0])
-        limit = np.multiply(self._row_norm_term, c_norm, out=self._near_buf)
-        limit += self._row_sq_term
-        limit += _RECOMPUTE * 8 * float(np.finfo(np.float64).eps) * c_terms
-        near = np.flatnonzero(out <= limit)
+        c_norm = np.linalg.norm(center.astype(np.float64), axis=1)
+        limit = self._recompute_limit(slice(None), c_norm, center_sq + 2.0 * np.abs(center_dot_origin),
+                                      out=self._near_buf)
+        near = np.flatnonzero(out <= limit[:, 0])
         if near.size:
             out[near] = self._exact(near, np.full(near.size, j))
         return out
@@ -135,7 +139,7 @@ class _ShiftedDistances:
                 sq_dist *= -2.0
                 sq_dist += offset
                 sq_dist += self.sq_norms[start:stop, None]
-                r, c = np.nonzero(sq_dist <= _RECOMPUTE * self._rounding(slice(start, stop), c_norm, c_terms))
+                r, c = np.nonzero(sq_dist <= self._recompute_limit(slice(start, stop), c_norm, c_terms))
                 if r.size:
                     sq_dist[r, c] = self._exact(start + r, block[c])
                 np.minimum(best[start:stop], sq_dist.min(axis=1), out=best[start:stop])
