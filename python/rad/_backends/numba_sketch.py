@@ -156,6 +156,19 @@ def _draw_sketched(n, sketch, nu, slack_bits, key, decided, mlo, mhi, tlo, thi):
         thi[blk] = x_hi
 
 
+@_jit
+def _running_units(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, first, out):
+    """``out[k]``: the exact units of ``q`` over points ``first .. first + k`` (sketch.hpp's running_units)."""
+    for k in range(out.shape[0]):  # the units first (vectorised: no running sum), then their sums
+        i = np.uint64(first + k)
+        gi = np.float64(g[i])
+        out[k] = _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf))
+    run = np.int64(0)
+    for k in range(out.shape[0]):
+        run += out[k]
+        out[k] = run
+
+
 @_pjit
 def _read_picks(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, sketch, slack_bits, blocks, tlo, thi,
                 out):
@@ -177,14 +190,7 @@ def _read_picks(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, sketch,
         first = k1 * _SPAN
         count = (k2 + 1 - k1) * _SPAN
         c = np.empty(count, np.int64)
-        for k in range(count):  # the units first (vectorised: no running sum), then their sums
-            i = np.uint64(lo + first + k)
-            gi = np.float64(g[i])
-            c[k] = _units(_probability(gi, _loss(losses, has_losses, w, i, gi), fill_loss, nu, gc, gf, lc, lf))
-        run = np.int64(0)
-        for k in range(count):
-            run += c[k]
-            c[k] = run
+        _running_units(g, losses, has_losses, w, fill_loss, nu, gc, gf, lc, lf, lo + first, c)
         ia = np.searchsorted(c, x_lo - uh[k1], side="right")
         ib = np.searchsorted(c, x_hi - ul[k1], side="right")
         out[j] = lo + first + ia if ia == ib and ia < count else -1
@@ -264,14 +270,7 @@ def _need(src, k):
     read[k] = True
     st[1] += 1
     s = k * _SPAN
-    for t in range(_SPAN):  # the units first (vectorised: no running sum), then their sums
-        i = np.uint64(lo + s + t)
-        gi = np.float64(g[i])
-        loc[s + t] = _units(_probability(gi, _loss(lv, has, w, i, gi), fill, nu, gc, gf, lc, lf))
-    run = np.int64(0)
-    for t in range(s, s + _SPAN):
-        run += loc[t]
-        loc[t] = run
+    _running_units(g, lv, has, w, fill, nu, gc, gf, lc, lf, lo + s, loc[s : s + _SPAN])
     if loc[s + _SPAN - 1] >= ONE:  # a certain item cannot be here (_parts_eligible)
         st[0] = 0
 
@@ -543,8 +542,7 @@ def _round_blocks_sketched(g, lv, has, w, fill, nu, gc, gf, lc, lf, rows, slack_
             ul = np.empty(SKETCH_PARTS + 1, np.int64)
             uh = np.empty(SKETCH_PARTS + 1, np.int64)
             if _bounds(rows[blk], nu, slack_bits, ul, uh) and uh[SKETCH_PARTS] >= ONE and _parts_eligible(ul, uh):
-                st = np.ones(2, np.int64)
-                st[1] = 0
+                st = np.array([1, 0], np.int64)  # decided, parts read
                 src = (g, lv, has, w, fill, nu, gc, gf, lc, lf, lo, ul, uh, np.empty(BLOCK, np.int64),
                        np.zeros(SKETCH_PARTS, np.bool_), st)
                 out = buf[j]

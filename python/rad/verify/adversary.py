@@ -75,11 +75,15 @@ class UpperBound:
     """What one pass of :func:`upper_bound` measured of an adversary ``u``."""
 
     phi: float  # Phi(u): the b largest v = g - u a
-    u_sum: float  # sum u (at most m for a feasible u)
     ones: int  # how many u_i are exactly 1
     frac_sum: float  # sum u over u < 1 (0 and 1 are exact: the rounding is the others')
     ua_sum: float  # sum u a
     level: float  # the b-th largest v (+inf when b == 0)
+
+    @property
+    def u_sum(self) -> float:
+        """``sum u`` (at most ``m`` for a feasible ``u``)."""
+        return math.fsum([float(self.ones), self.frac_sum])
 
 
 def upper_bound(pool: ChunkedPool, adversary: Adversary, b: int) -> UpperBound:
@@ -100,15 +104,14 @@ def upper_bound(pool: ChunkedPool, adversary: Adversary, b: int) -> UpperBound:
         ``Phi(u)`` is an upper bound on ``OPT_b`` when ``u`` is feasible; where rounding
         may leave ``sum u`` above ``m``, :func:`feasible_upper` makes it one.
     """
-    parts: dict[int, tuple[float, int, float, float]] = {}
+    parts: dict[int, tuple[int, float, float]] = {}
 
     def values(lo: int, hi: int) -> np.ndarray:
         g, l, a = pool.gla(lo, hi)
         u, v = adversary(g, l, a, lo, hi)
         if lo not in parts:
             whole = u >= 1.0
-            parts[lo] = (chunk_sum(u), int(np.count_nonzero(whole)), chunk_sum(np.where(whole, 0.0, u)),
-                         chunk_sum(u * a))
+            parts[lo] = (int(np.count_nonzero(whole)), chunk_sum(np.where(whole, 0.0, u)), chunk_sum(u * a))
         return v
 
     top = select_top(values, pool.ranges, float(b), pool.threads)
@@ -116,8 +119,8 @@ def upper_bound(pool: ChunkedPool, adversary: Adversary, b: int) -> UpperBound:
         for lo, hi in pool.ranges:
             values(lo, hi)
     got = list(parts.values())
-    return UpperBound(top.total, math.fsum(p[0] for p in got), sum(p[1] for p in got), math.fsum(p[2] for p in got),
-                      math.fsum(p[3] for p in got), float(top.threshold))
+    return UpperBound(top.total, sum(p[0] for p in got), math.fsum(p[1] for p in got), math.fsum(p[2] for p in got),
+                      float(top.threshold))
 
 
 def feasible_upper(pool: ChunkedPool, adversary: Adversary, bound: UpperBound, b: int, m: float,
